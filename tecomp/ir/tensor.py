@@ -1,0 +1,319 @@
+"""The tensor-expression DSL: placeholders, computes, reduce axes and elementwise intrinsics."""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from . import dtype as dt
+from .expr import (BinOpKind, Const, Expr, IterKind, IterVar, Reduce, ReduceKind, Select, TensorRead,
+                   UnOpKind, Var, as_expr, binary, cast as _cast, free_vars, select, unary, walk)
+from .interval import interval
+
+__all__ = ["Tensor", "PlaceholderOp", "ComputeOp", "CSRCheck", "placeholder", "compute",
+           "compute_csr", "reduce_axis", "sum", "max", "min", "maximum", "minimum", "exp", "log",
+           "sqrt", "tanh", "sigmoid", "abs", "if_then_else", "cast"]
+
+
+class Tensor:
+    """The single output of an operation: a placeholder (input) or a compute."""
+
+    __slots__ = ("op", "shape", "dtype", "name")
+    __hash__ = object.__hash__
+
+    def __init__(self, op, shape: tuple, dtype: dt.DType, name: str):
+        self.op, self.shape, self.dtype, self.name = op, tuple(shape), dtype, name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, idx) -> TensorRead:
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        if len(idx) != self.ndim:
+            raise IndexError(f"tensor '{self.name}' has rank {self.ndim} (shape {self.shape}) but "
+                             f"was indexed with {len(idx)} indices")
+        out = []
+        for d, i in enumerate(idx):
+            if isinstance(i, slice) or i is Ellipsis:
+                raise TypeError(f"tensor '{self.name}': index {d} must be an integer expression, "
+                                f"slices are not supported")
+            e = as_expr(i)
+            if not (e.dtype.is_int or e.dtype.is_bool) or e.dtype.is_bool:
+                raise TypeError(f"tensor '{self.name}': index {d} has type {e.dtype}; "
+                                f"indices must be integers")
+            if isinstance(e, Const) and not 0 <= e.value < self.shape[d]:
+                raise IndexError(f"tensor '{self.name}': constant index {e.value} at position {d} "
+                                 f"is out of range for dimension of size {self.shape[d]}")
+            out.append(_cast(e, dt.INDEX))
+        return TensorRead(self, tuple(out))
+
+    def __repr__(self):
+        return f"Tensor({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+    # Arithmetic on a whole 0-d tensor is not supported; index it first.
+    def __bool__(self):
+        raise TypeError(f"tensor '{self.name}' has no truth value")
+
+
+class PlaceholderOp:
+    """An input of the kernel."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.inputs: list = []
+
+
+@dataclass(frozen=True)
+class CSRCheck:
+    """Input constraint of a CSR structure: ``indptr`` (rows + 1) is non-decreasing from 0 to ``nnz``
+    and, when given, every ``indices`` value lies in ``[0, ncols)``. Checked on every call."""
+
+    indptr: Tensor
+    nnz: int
+    indices: Tensor | None = None
+    ncols: int | None = None
+
+
+class ComputeOp:
+    """``out[out_index] = body`` for every point of the spatial ``axes``.
+
+    ``axes`` usually are a rectangular domain and ``out_index`` is the axes themselves; a ragged
+    domain (see :func:`compute_csr`) has axes whose bounds depend on outer axes and loaded values.
+    """
+
+    def __init__(self, name: str, axes: tuple, body: Expr, out_index: tuple | None = None,
+                 checks: tuple = (), tag: str = ""):
+        self.name, self.axes, self.body = name, tuple(axes), body
+        self.out_index = tuple(axes) if out_index is None else tuple(out_index)
+        self.checks, self.tag = tuple(checks), tag
+        self.is_ragged = out_index is not None
+        self.inputs = _reads_in_order(self)
+
+    @property
+    def reduce_axes(self) -> tuple:
+        return self.body.axes if isinstance(self.body, Reduce) else ()
+
+
+def _reads_in_order(op) -> list:
+    seen, out = set(), []
+    exprs = [op.body] + [b for a in op.axes + op.reduce_axes for b in (a.begin, a.end)]
+    for e in exprs:
+        for x in walk(e):
+            if isinstance(x, TensorRead) and id(x.tensor) not in seen:
+                seen.add(id(x.tensor))
+                out.append(x.tensor)
+    return out
+
+
+def placeholder(shape: Sequence[int], dtype="float32", name: str = "placeholder") -> Tensor:
+    """An input tensor of a static ``shape`` and ``dtype``."""
+    shape = _check_shape(shape, name)
+    return Tensor(PlaceholderOp(name), shape, dt.dtype(dtype), name)
+
+
+def _check_shape(shape, name) -> tuple:
+    if isinstance(shape, int):
+        shape = (shape,)
+    out = []
+    for d, s in enumerate(shape):
+        if isinstance(s, bool) or not isinstance(s, int) and not hasattr(s, "__index__"):
+            raise TypeError(f"tensor '{name}': shape entry {d} is {s!r}; shapes are static ints")
+        s = int(s)
+        if s < 0:
+            raise ValueError(f"tensor '{name}': shape entry {d} is negative ({s})")
+        out.append(s)
+    return tuple(out)
+
+
+def reduce_axis(dom, name: str = "k") -> IterVar:
+    """A reduction axis over ``range(dom)`` or ``[begin, end)``; bounds may be expressions, including
+    values loaded from tensors (e.g. CSR row ranges ``(indptr[i], indptr[i + 1])``)."""
+    if isinstance(dom, (tuple, list)):
+        if len(dom) != 2:
+            raise ValueError(f"reduce_axis '{name}': domain must be an extent or (begin, end)")
+        begin, end = as_expr(dom[0]), as_expr(dom[1])
+    else:
+        begin, end = Const(0, dt.INDEX), as_expr(dom)
+    for what, b in (("begin", begin), ("end", end)):
+        if not b.dtype.is_int:
+            raise TypeError(f"reduce_axis '{name}': {what} has type {b.dtype}; must be an integer")
+    return IterVar(name, _cast(begin, dt.INDEX), _cast(end, dt.INDEX), IterKind.REDUCE)
+
+
+def _reduce(kind: ReduceKind, expr, axis) -> Reduce:
+    expr = as_expr(expr)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if not axes:
+        raise ValueError(f"tc.{kind.value}: axis= names no reduce axis")
+    for a in axes:
+        if not isinstance(a, IterVar) or a.kind is not IterKind.REDUCE:
+            raise TypeError(f"tc.{kind.value}: axis {a!r} is not a tc.reduce_axis")
+    used = {id(v) for v in free_vars(expr)}
+    for a in axes:
+        if id(a) not in used:
+            raise ValueError(f"tc.{kind.value}: reducing over axis '{a.name}' that the body does "
+                             f"not use")
+    if kind is ReduceKind.SUM and expr.dtype.is_bool:
+        expr = _cast(expr, dt.int64)
+    return Reduce(kind, expr, axes)
+
+
+def sum(expr, axis) -> Reduce:  # noqa: A001 - mirrors numpy's name on purpose
+    """Sum of ``expr`` over one reduce axis or a list of them."""
+    return _reduce(ReduceKind.SUM, expr, axis)
+
+
+def max(expr, axis) -> Reduce:  # noqa: A001
+    """Maximum of ``expr`` over ``axis``."""
+    return _reduce(ReduceKind.MAX, expr, axis)
+
+
+def min(expr, axis) -> Reduce:  # noqa: A001
+    """Minimum of ``expr`` over ``axis``."""
+    return _reduce(ReduceKind.MIN, expr, axis)
+
+
+def maximum(a, b) -> Expr:
+    return binary(BinOpKind.MAX, a, b)
+
+
+def minimum(a, b) -> Expr:
+    return binary(BinOpKind.MIN, a, b)
+
+
+def exp(x) -> Expr:
+    return unary(UnOpKind.EXP, x)
+
+
+def log(x) -> Expr:
+    return unary(UnOpKind.LOG, x)
+
+
+def sqrt(x) -> Expr:
+    return unary(UnOpKind.SQRT, x)
+
+
+def tanh(x) -> Expr:
+    return unary(UnOpKind.TANH, x)
+
+
+def sigmoid(x) -> Expr:
+    return unary(UnOpKind.SIGMOID, x)
+
+
+def abs(x) -> Expr:  # noqa: A001
+    return unary(UnOpKind.ABS, x)
+
+
+def if_then_else(cond, t, f) -> Expr:
+    """``t`` where ``cond`` holds, else ``f``; only the chosen side is evaluated."""
+    return select(cond, t, f)
+
+
+def cast(x, dtype) -> Expr:
+    """Convert ``x`` to ``dtype``."""
+    return _cast(x, dtype)
+
+
+# ----------------------------------------------------------------------------- compute
+
+def _param_names(fcompute: Callable, n: int, name: str) -> list:
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if params and params[-1].kind is inspect.Parameter.VAR_POSITIONAL:
+        fixed = [p.name for p in params[:-1]]
+        return fixed + [f"{params[-1].name}{k}" for k in range(n - len(fixed))]
+    if len(params) != n:
+        raise TypeError(f"compute '{name}': the lambda takes {len(params)} arguments but the shape "
+                        f"has {n} dimensions")
+    return [p.name for p in params]
+
+
+def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag: str = "") -> Tensor:
+    """A tensor whose element at ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
+
+    Iteration variables are named after the lambda's parameters. The body may be a reduction
+    (``tc.sum``/``tc.max``/``tc.min``) only as a whole.
+    """
+    shape = _check_shape(shape, name)
+    names = _param_names(fcompute, len(shape), name)
+    axes = tuple(IterVar(n, Const(0, dt.INDEX), Const(s, dt.INDEX), IterKind.SPATIAL)
+                 for n, s in zip(names, shape))
+    body = as_expr(fcompute(*axes))
+    op = ComputeOp(name, axes, body, tag=tag)
+    _check_body(op)
+    return Tensor(op, shape, body.dtype, name)
+
+
+def compute_csr(indptr: Tensor, nnz: int, fcompute: Callable, name: str = "compute",
+                tag: str = "") -> Tensor:
+    """A tensor of shape ``(nnz,)`` over a CSR pattern: for each row ``i`` and each position ``p`` in
+    ``[indptr[i], indptr[i + 1])``, element ``p`` is ``fcompute(i, p)`` (SDDMM's output)."""
+    if indptr.ndim != 1 or not indptr.dtype.is_int:
+        raise TypeError(f"compute_csr '{name}': indptr '{indptr.name}' must be a 1-d integer tensor")
+    rows = indptr.shape[0] - 1
+    if rows < 0:
+        raise ValueError(f"compute_csr '{name}': indptr '{indptr.name}' must have rows + 1 entries")
+    n_i, n_p = _param_names(fcompute, 2, name)
+    i = IterVar(n_i, Const(0, dt.INDEX), Const(rows, dt.INDEX), IterKind.SPATIAL)
+    p = IterVar(n_p, _cast(indptr[i], dt.INDEX), _cast(indptr[i + 1], dt.INDEX), IterKind.SPATIAL)
+    body = as_expr(fcompute(i, p))
+    op = ComputeOp(name, (i, p), body, out_index=(p,), checks=(CSRCheck(indptr, int(nnz)),), tag=tag)
+    _check_body(op)
+    return Tensor(op, (int(nnz),), body.dtype, name)
+
+
+def _check_body(op: ComputeOp) -> None:
+    """Construction-time errors: nested reductions, foreign or unreduced axes, bad constant ranges."""
+    body = op.body
+    top = body.source if isinstance(body, Reduce) else body
+    for x in walk(top):
+        if isinstance(x, Reduce):
+            raise ValueError(f"compute '{op.name}': a reduction must be the whole body of a compute; "
+                             f"put the inner reduction in a compute of its own")
+    own = {id(a): a for a in op.axes}
+    red = {id(a): a for a in op.reduce_axes}
+    bound_exprs = [b for a in op.axes + op.reduce_axes for b in (a.begin, a.end)]
+    for e in [top] + bound_exprs:
+        for v in free_vars(e):
+            if id(v) in own or id(v) in red:
+                continue
+            if isinstance(v, IterVar) and v.kind is IterKind.REDUCE:
+                raise ValueError(f"compute '{op.name}': reduce axis '{v.name}' is used but not "
+                                 f"reduced over (pass it in axis=)")
+            raise ValueError(f"compute '{op.name}': iteration variable '{v.name}' belongs to another "
+                             f"compute; index tensors only with this compute's own axes")
+    _check_static_ranges(op, top)
+
+
+def _check_static_ranges(op: ComputeOp, top: Expr) -> None:
+    env = {}
+    for a in op.axes + op.reduce_axes:
+        lo, hi = interval(a.begin, env), interval(a.end, env)
+        if lo is not None and hi is not None:
+            env[a] = (lo[0], hi[1] - 1)
+
+    def visit(e: Expr, guarded: bool):
+        if isinstance(e, Select):
+            visit(e.cond, guarded)
+            visit(e.t, True)
+            visit(e.f, True)
+            return
+        if isinstance(e, TensorRead) and not guarded:
+            for d, ix in enumerate(e.indices):
+                if any(isinstance(x, TensorRead) for x in walk(ix)):
+                    continue  # data-dependent: validated against the real data on every call
+                r = interval(ix, env)
+                n = e.tensor.shape[d]
+                if r is not None and (r[0] < 0 or r[1] >= n) and r[0] <= r[1]:
+                    raise IndexError(f"compute '{op.name}': index {d} of tensor '{e.tensor.name}' "
+                                     f"({ix!r}) ranges over [{r[0]}, {r[1]}] but the dimension has "
+                                     f"size {n}")
+        for c in e.children():
+            visit(c, guarded)
+
+    visit(top, False)
