@@ -340,6 +340,15 @@ def cast(x, t) -> Expr:
     return Cast(t, x)
 
 
+def _coerce(e: Expr, t: DType) -> Expr:
+    """Cast for promotion; a weak Python scalar must fit the type it takes (as in numpy)."""
+    if _weak(e) and e.dtype is not t:
+        if t.is_int and isinstance(e.value, float):
+            return cast(e, t)
+        return Const(e.value, t)
+    return cast(e, t)
+
+
 def binary(op: BinOpKind, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
     if op.is_logical:
@@ -351,7 +360,7 @@ def binary(op: BinOpKind, a, b) -> Expr:
         t = dt.float64
     elif t.is_bool and not (op.is_compare or op in (BinOpKind.MIN, BinOpKind.MAX)):
         raise TypeError(f"'{op.value}' is not defined on two bool operands; cast one first")
-    a, b = cast(a, t), cast(b, t)
+    a, b = _coerce(a, t), _coerce(b, t)
     return _fold(BinOp(op, a, b, dt.bool_ if op.is_compare else t))
 
 
@@ -376,7 +385,7 @@ def select(cond, t, f) -> Expr:
     if not cond.dtype.is_bool:
         raise TypeError(f"if_then_else condition must be bool, got {cond.dtype}")
     rt = dt.promote(t.dtype, f.dtype, _weak(t), _weak(f))
-    t, f = cast(t, rt), cast(f, rt)
+    t, f = _coerce(t, rt), _coerce(f, rt)
     if isinstance(cond, Const):
         return t if cond.value else f
     return Select(cond, t, f)

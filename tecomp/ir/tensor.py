@@ -233,18 +233,26 @@ def _param_names(fcompute: Callable, n: int, name: str) -> list:
     return [p.name for p in params]
 
 
-def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag: str = "") -> Tensor:
+def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag: str = "",
+            checks: Sequence = ()) -> Tensor:
     """A tensor whose element at ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
 
     Iteration variables are named after the lambda's parameters. The body may be a reduction
-    (``tc.sum``/``tc.max``/``tc.min``) only as a whole.
+    (``tc.sum``/``tc.max``/``tc.min``) only as a whole. ``checks`` are input constraints
+    (:class:`CSRCheck`) that every call validates, e.g. for the index arrays a sparse reduction's
+    bounds load.
     """
     shape = _check_shape(shape, name)
+    checks = tuple(checks)
+    for c in checks:
+        if not isinstance(c, CSRCheck):
+            raise TypeError(f"compute '{name}': checks must be CSRCheck instances, got "
+                            f"{type(c).__name__}")
     names = _param_names(fcompute, len(shape), name)
     axes = tuple(IterVar(n, Const(0, dt.INDEX), Const(s, dt.INDEX), IterKind.SPATIAL)
                  for n, s in zip(names, shape))
     body = as_expr(fcompute(*axes))
-    op = ComputeOp(name, axes, body, tag=tag)
+    op = ComputeOp(name, axes, body, checks=checks, tag=tag)
     _check_body(op)
     return Tensor(op, shape, body.dtype, name)
 

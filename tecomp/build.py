@@ -1,0 +1,133 @@
+"""``tc.build``: lower a DAG under a schedule, compile it for a target, and wrap it as a Kernel."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .ir.dag import ComputeDAG
+from .ir.loop import PrimFunc, verify
+from .ir.validate import IndexValidator
+from .schedule import lower
+from .target import Target, TargetKind
+
+__all__ = ["build", "Kernel"]
+
+_CACHE: dict = {}
+_CACHE_LOCK = threading.Lock()
+
+
+class Kernel:
+    """A compiled kernel.
+
+    ``kernel(*inputs)`` checks the arguments (count, shape, dtype, contiguity, index data) before
+    any native code runs and returns new output arrays (one array, or a tuple for several outputs);
+    ``kernel(*inputs, out=...)`` fills the given arrays instead. ``kernel.emulate(...)`` computes the
+    same through the loop-IR interpreter; ``kernel.source()`` is the LLVM IR text.
+    """
+
+    def __init__(self, dag: ComputeDAG, target: Target, func: PrimFunc, compiled):
+        self.dag, self.target, self.func, self._compiled = dag, target, func, compiled
+        self._validator = IndexValidator(dag)
+
+    @property
+    def loop_ir(self) -> PrimFunc:
+        return self.func
+
+    def source(self) -> str:
+        """The generated code as text (LLVM IR for ``llvm``)."""
+        return self._compiled.source
+
+    def __call__(self, *inputs, out=None):
+        arrays, outs = self._prepare(inputs, out)
+        self._compiled.run(arrays)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def emulate(self, *inputs, out=None):
+        """Run through the loop-IR interpreter (slow; the oracle, and GPU emulation)."""
+        from .codegen import interp
+        arrays, outs = self._prepare(inputs, out)
+        interp.run(self.func, arrays)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _prepare(self, inputs, out):
+        dag = self.dag
+        names = [t.name for t in dag.inputs]
+        if len(inputs) != len(dag.inputs):
+            raise TypeError(f"kernel takes {len(dag.inputs)} input(s) ({', '.join(names)}) but "
+                            f"{len(inputs)} were given")
+        arrays = [_check_array(a, t, "input") for a, t in zip(inputs, dag.inputs)]
+        if out is None:
+            outs = [np.empty(t.shape, dtype=t.dtype.np) for t in dag.outputs]
+        else:
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            if len(outs) != len(dag.outputs):
+                raise TypeError(f"out= must hold {len(dag.outputs)} array(s), got {len(outs)}")
+            outs = [_check_array(a, t, "output") for a, t in zip(outs, dag.outputs)]
+            for o, t in zip(outs, dag.outputs):
+                if not o.flags.writeable:
+                    raise ValueError(f"output '{t.name}' is read-only")
+                for a, ti in zip(arrays, dag.inputs):
+                    if np.shares_memory(o, a):
+                        raise ValueError(f"output '{t.name}' overlaps input '{ti.name}'")
+            for n, o in enumerate(outs):
+                for m in range(n):
+                    if np.shares_memory(o, outs[m]):
+                        raise ValueError(f"outputs '{dag.outputs[m].name}' and "
+                                         f"'{dag.outputs[n].name}' overlap")
+        if self._validator.active:
+            self._validator.check(arrays)
+        return arrays + outs, outs
+
+
+def _check_array(a, t, role: str) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{role} '{t.name}' must be a numpy array, got {type(a).__name__}")
+    if a.dtype != t.dtype.np:
+        raise TypeError(f"{role} '{t.name}' has dtype {a.dtype}, expected {t.dtype}")
+    if a.shape != t.shape:
+        raise ValueError(f"{role} '{t.name}' has shape {a.shape}, expected {t.shape}")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{role} '{t.name}' is not C-contiguous; pass np.ascontiguousarray(...)")
+    return a
+
+
+def build(dag: ComputeDAG, target="llvm", schedule=None) -> Kernel:
+    """Compile ``dag`` for ``target``.
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+    target : str or Target
+        ``"llvm"`` compiles for this host CPU (its features detected).
+    schedule : Schedule, optional
+        An explicit schedule of ``dag``; by default every stage at root in natural loop order.
+
+    Returns
+    -------
+    Kernel
+        Compiled code is cached per (workload key, schedule, target) in this process.
+    """
+    if not isinstance(dag, ComputeDAG):
+        raise TypeError(f"build expects a ComputeDAG, got {type(dag).__name__}")
+    target = Target.parse(target)
+    if schedule is not None and getattr(schedule, "dag", None) is not dag:
+        raise ValueError("the schedule was made for a different ComputeDAG")
+    sched_key = "default" if schedule is None else schedule.key
+    key = (dag.workload_key, sched_key, str(target), target.features)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        func, compiled = hit
+        return Kernel(dag, target, func, compiled)
+    func = lower(dag if schedule is None else schedule)
+    verify(func)
+    if target.kind is TargetKind.LLVM:
+        from .codegen.llvm_cpu import compile_cpu
+        compiled = compile_cpu(func)
+    else:
+        raise ValueError(f"target {target} cannot be compiled yet: the CUDA backend is not part of "
+                         f"this version")
+    with _CACHE_LOCK:
+        _CACHE[key] = (func, compiled)
+    return Kernel(dag, target, func, compiled)
