@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import enum
-import functools
 from dataclasses import dataclass
 
 __all__ = ["Target", "TargetKind"]
@@ -67,12 +66,7 @@ class Target:
         return f"cuda -arch={self.arch}"
 
 
-@functools.lru_cache(maxsize=None)
 def host_cpu() -> tuple:
     """(LLVM CPU name, feature string) of this machine."""
-    import llvmlite.binding as llvm
-    try:
-        feats = llvm.get_host_cpu_features().flatten()
-    except RuntimeError:  # some hosts cannot report features; the CPU name implies them
-        feats = ""
-    return llvm.get_host_cpu_name(), feats
+    from .codegen.llvm_cpu import host_cpu as detect
+    return detect()

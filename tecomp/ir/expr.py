@@ -269,7 +269,7 @@ class TensorRead(Expr):
 
 
 class Load(Expr):
-    """``buffer[indices]`` in the loop IR. ``lanes`` > 1 reads that many consecutive elements."""
+    """``buffer[indices]`` in the loop IR (one element)."""
 
     __slots__ = ("buffer", "indices")
 

@@ -220,17 +220,22 @@ def cast(x, dtype) -> Expr:
 # ----------------------------------------------------------------------------- compute
 
 def _param_names(fcompute: Callable, n: int, name: str) -> list:
+    """Names of the iteration variables: the lambda's positional parameters (``*args`` extends
+    them as ``args0, args1, ...``; parameters with defaults beyond ``n`` are left alone)."""
     try:
         params = list(inspect.signature(fcompute).parameters.values())
     except (TypeError, ValueError):
-        params = []
-    if params and params[-1].kind is inspect.Parameter.VAR_POSITIONAL:
-        fixed = [p.name for p in params[:-1]]
-        return fixed + [f"{params[-1].name}{k}" for k in range(n - len(fixed))]
-    if len(params) != n:
-        raise TypeError(f"compute '{name}': the lambda takes {len(params)} arguments but the shape "
-                        f"has {n} dimensions")
-    return [p.name for p in params]
+        return [f"i{k}" for k in range(n)]
+    P = inspect.Parameter
+    pos = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    star = [p for p in params if p.kind is P.VAR_POSITIONAL]
+    required = [p for p in pos if p.default is P.empty]
+    if star and len(pos) <= n:
+        return [p.name for p in pos] + [f"{star[0].name}{k}" for k in range(n - len(pos))]
+    if len(required) <= n <= len(pos):
+        return [p.name for p in pos[:n]]
+    raise TypeError(f"compute '{name}': the lambda takes {len(required)} arguments but the shape "
+                    f"has {n} dimensions")
 
 
 def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag: str = "",
@@ -243,11 +248,7 @@ def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag
     bounds load.
     """
     shape = _check_shape(shape, name)
-    checks = tuple(checks)
-    for c in checks:
-        if not isinstance(c, CSRCheck):
-            raise TypeError(f"compute '{name}': checks must be CSRCheck instances, got "
-                            f"{type(c).__name__}")
+    checks = _check_checks(checks, name)
     names = _param_names(fcompute, len(shape), name)
     axes = tuple(IterVar(n, Const(0, dt.INDEX), Const(s, dt.INDEX), IterKind.SPATIAL)
                  for n, s in zip(names, shape))
@@ -257,10 +258,21 @@ def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag
     return Tensor(op, shape, body.dtype, name)
 
 
+def _check_checks(checks, name) -> tuple:
+    checks = tuple(checks)
+    for c in checks:
+        if not isinstance(c, CSRCheck):
+            raise TypeError(f"compute '{name}': checks must be CSRCheck instances, got "
+                            f"{type(c).__name__}")
+    return checks
+
+
 def compute_csr(indptr: Tensor, nnz: int, fcompute: Callable, name: str = "compute",
-                tag: str = "") -> Tensor:
+                tag: str = "", checks: Sequence = ()) -> Tensor:
     """A tensor of shape ``(nnz,)`` over a CSR pattern: for each row ``i`` and each position ``p`` in
-    ``[indptr[i], indptr[i + 1])``, element ``p`` is ``fcompute(i, p)`` (SDDMM's output)."""
+    ``[indptr[i], indptr[i + 1])``, element ``p`` is ``fcompute(i, p)`` (SDDMM's output).
+    ``indptr`` is always checked to be a valid CSR pointer for ``nnz``; pass a fuller
+    :class:`CSRCheck` (with indices and column count) in ``checks`` to check more."""
     if indptr.ndim != 1 or not indptr.dtype.is_int:
         raise TypeError(f"compute_csr '{name}': indptr '{indptr.name}' must be a 1-d integer tensor")
     rows = indptr.shape[0] - 1
@@ -270,7 +282,10 @@ def compute_csr(indptr: Tensor, nnz: int, fcompute: Callable, name: str = "compu
     i = IterVar(n_i, Const(0, dt.INDEX), Const(rows, dt.INDEX), IterKind.SPATIAL)
     p = IterVar(n_p, _cast(indptr[i], dt.INDEX), _cast(indptr[i + 1], dt.INDEX), IterKind.SPATIAL)
     body = as_expr(fcompute(i, p))
-    op = ComputeOp(name, (i, p), body, out_index=(p,), checks=(CSRCheck(indptr, int(nnz)),), tag=tag)
+    checks = _check_checks(checks, name)
+    if not any(c.indptr is indptr for c in checks):
+        checks = (CSRCheck(indptr, int(nnz)),) + checks
+    op = ComputeOp(name, (i, p), body, out_index=(p,), checks=checks, tag=tag)
     _check_body(op)
     return Tensor(op, (int(nnz),), body.dtype, name)
 

@@ -1,0 +1,109 @@
+"""The ``tecomp`` command line.
+
+``tecomp run WORKLOAD --shape ...`` builds the workload for this CPU, checks it against its numpy or
+scipy reference on random data and prints its speed beside numpy's. (Tuning subcommands arrive with
+the search.)
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+
+import numpy as np
+
+
+def _parse_value(v: str):
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(v.lower(), v)
+
+
+def _workload(name: str, shape, params):
+    from .testing.workloads import WORKLOADS, get_workload
+    if name not in WORKLOADS:
+        raise SystemExit(f"tecomp: unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
+    kw = dict(params)
+    if shape:
+        names = [p for p in inspect.signature(WORKLOADS[name]).parameters
+                 if p not in ("dtype", "layout", "method")]
+        if len(shape) > len(names):
+            raise SystemExit(f"tecomp: {name} takes at most {len(names)} shape values "
+                             f"({' '.join(names)})")
+        kw.update(zip(names, shape))
+    try:
+        return get_workload(name, **kw)
+    except TypeError as e:
+        raise SystemExit(f"tecomp: {name}: {e}") from None
+
+
+def cmd_run(args) -> int:
+    from . import build
+    from .timing import time_callable
+    params = dict(p.split("=", 1) for p in args.param)
+    params = {k: _parse_value(v) for k, v in params.items()}
+    if args.dtype:
+        params["dtype"] = args.dtype
+    wl = _workload(args.workload, args.shape, params)
+    dag = wl.dag
+    rng = np.random.default_rng(0)
+    inputs = wl.make_inputs(rng)
+    kernel = build(dag, target=args.target)
+    out = kernel(*inputs)
+    outs = out if isinstance(out, tuple) else (out,)
+    refs = wl.reference(inputs)
+    err = max(float(np.max(np.abs(o.astype(np.float64) - r) / (np.abs(r) + 1e-3))) if o.size else 0.0
+              for o, r in zip(outs, refs))
+    ok = all(np.allclose(o, r, rtol=1e-3, atol=1e-3) for o, r in zip(outs, refs))
+    flops = dag.flop_count(inputs={t.name: a for t, a in zip(dag.inputs, inputs)})
+    t = time_callable(lambda: kernel(*inputs), repeat=args.repeat)
+    print(f"workload     {wl!r}")
+    print(f"target       {kernel.target}")
+    print(f"check        {'ok' if ok else 'MISMATCH'} against the numpy/scipy reference "
+          f"(max relative error {err:.2e})")
+    print(f"tecomp       {t * 1e3:10.3f} ms  {flops / t / 1e9:8.2f} GFLOP/s  (default schedule)")
+    peer = _peer(args.workload, wl, inputs)
+    if peer is not None:
+        label, fn = peer
+        tp = time_callable(fn, repeat=args.repeat)
+        print(f"{label:<12} {tp * 1e3:10.3f} ms  {flops / tp / 1e9:8.2f} GFLOP/s")
+        print(f"ratio        {tp / t:.3f}x {label} (higher is better for tecomp)")
+    return 0 if ok else 1
+
+
+def _peer(name, wl, inputs):
+    p = wl.params
+    if name == "matmul":
+        a, b = inputs
+        a = a.T if p.get("transpose_a") else a
+        b = b.T if p.get("transpose_b") else b
+        return "numpy", lambda: a @ b
+    if name == "batch_matmul":
+        a, b = inputs
+        return "numpy", lambda: np.matmul(a, b)
+    return "reference", lambda: wl.reference(inputs)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="tecomp", description="tecomp tensor compiler")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="build a workload for this CPU, check it, time it beside numpy")
+    run.add_argument("workload", help="matmul, batch_matmul, conv2d_nchw, conv2d_nhwc, csr_spmm, "
+                                      "bsr_spmm, sddmm, softmax, matmul_bias_relu")
+    run.add_argument("--shape", type=int, nargs="*", default=[],
+                     help="the workload's size parameters in order (e.g. matmul: M N K)")
+    run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="other builder parameters (e.g. stride=2, density=0.05)")
+    run.add_argument("--dtype", default=None)
+    run.add_argument("--target", default="llvm")
+    run.add_argument("--repeat", type=int, default=5)
+    run.set_defaults(fn=cmd_run)
+    args = ap.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Random ComputeDAGs for property tests (hypothesis strategies).
+
+A drawn DAG mixes elementwise chains, broadcasts, reductions over random axes and reductions with
+data-dependent (CSR row) bounds. Each draw returns ``(dag, make_inputs)`` where
+``make_inputs(rng)`` produces valid random inputs (never all zeros, index data well formed).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ir as tc
+
+__all__ = ["random_dags"]
+
+_UNARY = ["tanh", "sigmoid", "abs", "neg", "exp_small", "sqrt_abs", "log1p_abs", "cast_round"]
+_BINARY = ["add", "sub", "mul", "maximum", "minimum", "select"]
+
+
+def _unary(name, x):
+    if name == "neg":
+        return -x
+    if name == "exp_small":
+        return tc.exp(-tc.abs(x))
+    if name == "sqrt_abs":
+        return tc.sqrt(tc.abs(x))
+    if name == "log1p_abs":
+        return tc.log(tc.abs(x) + 1.0)
+    if name == "cast_round":  # through int32 and back: exercises casts and truncation
+        return tc.cast(tc.cast(x * 4.0, "int32"), x.dtype) * 0.25
+    return getattr(tc, name)(x)
+
+
+def _binary(name, x, y):
+    if name == "add":
+        return x + y
+    if name == "sub":
+        return x - y
+    if name == "mul":
+        return x * y
+    if name == "select":
+        return tc.if_then_else(x > y, x, y * 0.5)
+    return getattr(tc, name)(x, y)
+
+
+def random_dags(max_stages: int = 4, dtypes=("float32", "float64")):
+    """A hypothesis strategy of ``(dag, make_inputs)``."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def strategy(draw):
+        t = draw(st.sampled_from(dtypes))
+        rank = draw(st.integers(1, 3))
+        shape = tuple(draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank)))
+        inputs = [tc.placeholder(shape, t, name="x0")]
+        makers = [lambda rng, s=shape: rng.uniform(-1.5, 1.5, s)]
+        pool = list(inputs)
+        n_stages = draw(st.integers(1, max_stages))
+        for n in range(n_stages):
+            kind = draw(st.sampled_from(["unary", "binary", "broadcast", "reduce", "csr"]))
+            src = draw(st.sampled_from(pool))
+            if kind == "unary":
+                op = draw(st.sampled_from(_UNARY))
+                out = tc.compute(src.shape, lambda *ax, s=src, op=op: _unary(op, s[ax]), name=f"u{n}")
+            elif kind == "binary":
+                same = [p for p in pool if p.shape == src.shape]
+                other = draw(st.sampled_from(same))
+                op = draw(st.sampled_from(_BINARY))
+                out = tc.compute(src.shape, lambda *ax, a=src, b=other, op=op: _binary(op, a[ax], b[ax]),
+                                 name=f"b{n}")
+            elif kind == "broadcast":  # a new input along one axis of src, broadcast over the rest
+                d = draw(st.integers(0, src.ndim - 1))
+                vec = tc.placeholder((src.shape[d],), t, name=f"v{n}")
+                inputs.append(vec)
+                makers.append(lambda rng, s=src.shape[d]: rng.uniform(-1.5, 1.5, (s,)))
+                op = draw(st.sampled_from(_BINARY))
+                out = tc.compute(src.shape, lambda *ax, a=src, v=vec, d=d, op=op:
+                                 _binary(op, a[ax], v[ax[d]]), name=f"bc{n}")
+            elif kind == "reduce":
+                if src.ndim == 1:
+                    keep = []
+                else:
+                    keep = sorted(draw(st.sets(st.integers(0, src.ndim - 1), min_size=1,
+                                               max_size=src.ndim - 1)))
+                red = [d for d in range(src.ndim) if d not in keep]
+                rk = draw(st.sampled_from(["sum", "max", "min"]))
+                out = _reduce_stage(src, keep, red, rk, n) if keep else _full_reduce(src, rk, n)
+            else:
+                out, extra = _csr_stage(draw, src, t, n)
+                for tensor, maker in extra:
+                    inputs.insert(0, tensor)
+                    makers.insert(0, maker)
+            pool.append(out)
+        outputs = [pool[-1]]
+        if len(pool) > 2 and draw(st.booleans()):
+            cand = [p for p in pool[len(inputs):-1] if not isinstance(p.op, tc.tensor.PlaceholderOp)]
+            if cand:
+                outputs.insert(0, draw(st.sampled_from(cand)))
+        dag = tc.ComputeDAG(inputs + outputs)
+
+        def make_inputs(rng):
+            return [np.ascontiguousarray(m(rng)).astype(x.dtype.np) for m, x in zip(makers, inputs)]
+        return dag, make_inputs
+
+    return strategy()
+
+
+def _reduce_stage(src, keep, red, rk, n):
+    axes = [tc.reduce_axis(src.shape[d], name=f"r{d}") for d in red]
+
+    def body(*sp):
+        idx = [None] * src.ndim
+        for d, v in zip(keep, sp):
+            idx[d] = v
+        for d, a in zip(red, axes):
+            idx[d] = a
+        return getattr(tc, rk)(src[tuple(idx)], axis=axes)
+    return tc.compute(tuple(src.shape[d] for d in keep), body, name=f"r{n}")
+
+
+def _full_reduce(src, rk, n):
+    axes = [tc.reduce_axis(s, name=f"r{d}") for d, s in enumerate(src.shape)]
+    return tc.compute((1,), lambda z: getattr(tc, rk)(src[tuple(axes)] + tc.cast(z, src.dtype),
+                                                      axis=axes), name=f"r{n}")
+
+
+def _csr_stage(draw, src, t, n):
+    """Y[i, ...] = sum over r in [ptr[i], ptr[i+1]) of val[r] * src[col[r], ...]: data-dependent
+    bounds and a data-dependent (gather) index."""
+    from hypothesis import strategies as st
+    rows = draw(st.integers(1, 5))
+    nnz = draw(st.integers(0, 12))
+    K = src.shape[0]
+    ptr = tc.placeholder((rows + 1,), "int32", name=f"ptr{n}")
+    col = tc.placeholder((nnz,), "int32", name=f"col{n}")
+    val = tc.placeholder((nnz,), t, name=f"val{n}")
+
+    def body(i, *rest):
+        r = tc.reduce_axis((ptr[i], ptr[i + 1]), name="r")
+        return tc.sum(val[r] * src[(col[r],) + rest], axis=r)
+    out = tc.compute((rows,) + src.shape[1:], body, name=f"csr{n}")
+
+    def make_ptr(rng):
+        cuts = np.sort(rng.integers(0, nnz + 1, rows - 1))
+        return np.concatenate([[0], cuts, [nnz]]).astype(np.int32)
+    return out, [(val, lambda rng: rng.uniform(-1.5, 1.5, (nnz,))),
+                 (col, lambda rng: rng.integers(0, K, nnz)),
+                 (ptr, make_ptr)]
