@@ -1,76 +1,205 @@
-"""Lowering: a ComputeDAG under a schedule becomes one loop-IR function.
+"""Lowering: a schedule State becomes one loop-IR function.
 
-The default schedule (every stage at root, natural loop order, padding stages materialized) is the
-schedule every kernel starts from; the scheduling steps transform the same structures.
+Each stage at root becomes a loop nest at the top level; a stage computed at another stage's loop
+becomes a loop nest (over its inferred region, in a buffer of that region's size) inside that loop;
+inlined stages are substituted into their readers. Guards of non-divisible splits are placed just
+inside the innermost loop they depend on. The default schedule is the State with no steps.
 """
 from __future__ import annotations
 
-from ..ir.dag import ComputeDAG, Stage
-from ..ir.expr import Load, Reduce, TensorRead, Var, binary, simplify, substitute, transform
-from ..ir.loop import Allocate, Buffer, For, ForKind, PrimFunc, Scope, Store, seq
+from ..ir import dtype as dt
+from ..ir.arith import simplify_index
+from ..ir.dag import ComputeDAG
+from ..ir.expr import (BinOpKind, Const, IterKind, Load, Reduce, TensorRead, Var, binary, free_vars,
+                       simplify, substitute, transform)
+from ..ir.loop import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope, Store, seq
+from .bounds import loop_ranges
+from .inline import expand_inline
+from .state import Annotation, ComputeLocation, State
 
-__all__ = ["lower_default", "stage_buffers", "lower_stage"]
+__all__ = ["lower_state", "lower_default"]
 
-
-def stage_buffers(dag: ComputeDAG) -> dict:
-    """One buffer per tensor (keyed by tensor), with names made unique."""
-    used: dict = {}
-    out = {}
-    for s in dag.stages:
-        name = s.name
-        if name in used:
-            used[name] += 1
-            name = f"{name}_{used[name]}"
-        used.setdefault(name, 0)
-        out[s.tensor] = Buffer(name, s.tensor.shape, s.tensor.dtype, Scope.GLOBAL)
-    return out
-
-
-def to_loads(e, buffers: dict, env: dict):
-    """Substitute iteration variables and turn DSL reads into buffer loads."""
-    def fn(x):
-        if isinstance(x, TensorRead):
-            return Load(buffers[x.tensor], tuple(to_loads(i, buffers, env) for i in x.indices))
-        if isinstance(x, Var):
-            return env.get(x)
-        return None
-    return simplify(transform(e, fn))
-
-
-def lower_stage(stage: Stage, buffers: dict, loop_vars: dict | None = None):
-    """The natural loop nest of one compute stage: spatial loops, then (for a reduction) the
-    initialization and the reduce loops around the update."""
-    op = stage.op
-    out = buffers[stage.tensor]
-    env = {a: Var(a.name) for a in op.axes + op.reduce_axes} if loop_vars is None else loop_vars
-    idx = tuple(to_loads(i, buffers, env) for i in op.out_index)
-    body = op.body
-    if isinstance(body, Reduce):
-        value = to_loads(body.source, buffers, env)
-        update = Store(out, idx, binary(body.kind.combiner, Load(out, idx), value))
-        inner = seq(Store(out, idx, body.identity), _nest(op.reduce_axes, update, buffers, env))
-    else:
-        inner = Store(out, idx, to_loads(body, buffers, env))
-    return _nest(op.axes, inner, buffers, env)
-
-
-def _nest(axes, body, buffers, env):
-    for a in reversed(axes):
-        begin = to_loads(a.begin, buffers, env)
-        extent = simplify(to_loads(a.end, buffers, env) - begin)
-        body = For(env[a], begin, extent, ForKind.SERIAL, body)
-    return body
+_KIND = {Annotation.NONE: ForKind.SERIAL, Annotation.UNROLL: ForKind.UNROLLED,
+         Annotation.VECTORIZE: ForKind.VECTORIZED, Annotation.PARALLEL: ForKind.PARALLEL}
 
 
 def lower_default(dag: ComputeDAG, name: str | None = None) -> PrimFunc:
-    """Every stage at root in topological order, intermediates in global buffers."""
-    buffers = stage_buffers(dag)
-    nests = [lower_stage(s, buffers) for s in dag.compute_stages]
-    body = seq(*nests)
-    args = {id(t) for t in dag.tensors}
-    for s in reversed(dag.compute_stages):
-        if id(s.tensor) not in args:
-            body = Allocate(buffers[s.tensor], body)
-    params = [buffers[t] for t in dag.tensors]
-    return PrimFunc(name or f"tecomp_{dag.workload_key[:12]}", params, body,
-                    n_outputs=len(dag.outputs))
+    """Every stage at root in topological order, natural loop order."""
+    return lower_state(State(dag), name)
+
+
+def lower_state(state: State, name: str | None = None) -> PrimFunc:
+    return _Lowering(state).run(name)
+
+
+class _Lowering:
+    def __init__(self, state: State):
+        self.state = state
+        self.by_tensor = {id(s.tensor): s for s in state.stages}
+        dag = state.dag
+        self.args = {id(t) for t in dag.tensors}
+        self.buffers, self.offsets, used = {}, {}, {}
+        self.attached: dict = {}
+        for sid, s in enumerate(state.stages):
+            if s.location is ComputeLocation.INLINE:
+                continue
+            name = s.name
+            used[name] = used.get(name, -1) + 1
+            if used[name]:
+                name = f"{name}_{used[name]}"
+            shape = s.tensor.shape
+            if s.location is ComputeLocation.AT:
+                shape = tuple(ext for _, ext in s.region)
+                self.offsets[id(s.tensor)] = [lo for lo, _ in s.region]
+                self.attached.setdefault(s.attach, []).append(sid)
+            scope = Scope.GLOBAL if id(s.tensor) in self.args else Scope(s.scope)
+            self.buffers[id(s.tensor)] = Buffer(name, shape, s.tensor.dtype, scope)
+
+    def run(self, name):
+        st, dag = self.state, self.state.dag
+        body = seq(*[self.stage_nest(sid) for sid, s in enumerate(st.stages)
+                     if not s.is_placeholder and s.location is ComputeLocation.ROOT])
+        for s in reversed(st.stages):
+            if not s.is_placeholder and s.location is ComputeLocation.ROOT \
+                    and id(s.tensor) not in self.args:
+                body = Allocate(self.buffers[id(s.tensor)], body)
+        body = _auto_unroll(body)
+        params = [self.buffers[id(t)] for t in dag.tensors]
+        return PrimFunc(name or f"tecomp_{dag.workload_key[:12]}", params, body,
+                        n_outputs=len(dag.outputs))
+
+    # ------------------------------------------------------------------ expressions
+    def convert(self, e, values: dict, ranges: dict):
+        """Inline, substitute root axes by loop expressions, and turn reads into buffer loads."""
+        e = substitute(expand_inline(self.state, e, self.by_tensor), values)
+
+        def fn(x):
+            if isinstance(x, TensorRead):
+                idx = [simplify_index(transform(i, fn), ranges) for i in x.indices]
+                off = self.offsets.get(id(x.tensor))
+                if off is not None:
+                    idx = [simplify_index(i - o, ranges) for i, o in zip(idx, off)]
+                return Load(self.buffers[id(x.tensor)], tuple(idx))
+            return None
+        return simplify(transform(e, fn))
+
+    # ------------------------------------------------------------------ one stage
+    def stage_nest(self, sid: int):
+        s = self.state.stages[sid]
+        op, nest = s.op, s.nest()
+        ranges = loop_ranges(self.state, sid)
+        values = nest.root_values
+        buf = self.buffers[id(s.tensor)]
+        idx = [self.convert(i, values, ranges) for i in op.out_index]
+        off = self.offsets.get(id(s.tensor))
+        if off is not None:
+            idx = [simplify_index(i - o, ranges) for i, o in zip(idx, off)]
+        idx = tuple(idx)
+        if isinstance(op.body, Reduce):
+            value = self.convert(op.body.source, values, ranges)
+            stmt = Store(buf, idx, binary(op.body.kind.combiner, Load(buf, idx), value))
+            init = Store(buf, idx, op.body.identity)
+        else:
+            stmt, init = Store(buf, idx, self.convert(op.body, values, ranges)), None
+        iters = nest.iters
+        pos = {it.var: n for n, it in enumerate(iters)}
+        guards: dict = {}
+        for g in nest.guards:
+            g = self.convert(g, values, ranges)
+            p = max((pos[v] for v in free_vars(g) if v in pos), default=-1)
+            guards.setdefault(p, []).append(g)
+        first_red = next((n for n, it in enumerate(iters) if it.kind is IterKind.REDUCE), None)
+        for p in reversed(range(len(iters))):
+            stmt = _guard(guards.get(p), stmt)
+            for pid in reversed(self.attached.get((sid, p), [])):
+                ps = self.state.stages[pid]
+                stmt = Allocate(self.buffers[id(ps.tensor)], seq(self.stage_nest(pid), stmt))
+            it = iters[p]
+            ext = self.convert(it.extent, values, ranges)
+            stmt = _loop(it, ext, stmt)
+            if p == first_red and init is not None:
+                stmt = seq(self.init_nest(iters, p, init, guards, values, ranges), stmt)
+        if first_red is None and init is not None:  # a reduction whose loops were all fused away
+            stmt = seq(init, stmt)
+        return _guard(guards.get(-1), stmt)
+
+    def init_nest(self, iters, first_red, init, guards, values, ranges):
+        """The reduction's initialization for the spatial loops inside the first reduction loop."""
+        inner = [it for it in iters[first_red:] if it.kind is not IterKind.REDUCE]
+        fresh = {it.var: Var(it.name) for it in inner}
+        reduce_vars = {it.var for it in iters if it.kind is IterKind.REDUCE}
+        conds = [g for p, gs in guards.items() if p >= first_red for g in gs
+                 if not any(v in reduce_vars for v in free_vars(g))]
+        stmt = _guard([substitute(c, fresh) for c in conds], substitute_stmt(init, fresh))
+        for it in reversed(inner):
+            ext = self.convert(it.extent, values, ranges)
+            kind = ForKind.VECTORIZED if it.annotation is Annotation.VECTORIZE else ForKind.SERIAL
+            stmt = For(fresh[it.var], Const(0, dt.INDEX), ext, kind, stmt)
+        return stmt
+
+
+def substitute_stmt(s: Store, m: dict) -> Store:
+    return Store(s.buffer, tuple(simplify(substitute(i, m)) for i in s.indices),
+                 simplify(substitute(s.value, m)))
+
+
+def _guard(conds, stmt):
+    if not conds:
+        return stmt
+    c = conds[0]
+    for x in conds[1:]:
+        c = binary(BinOpKind.AND, c, x)
+    return IfThenElse(c, stmt)
+
+
+def _loop(it, ext, body) -> For:
+    thread = it.annotation.thread
+    if thread is not None:
+        return For(it.var, Const(0, dt.INDEX), ext, ForKind.THREAD_BOUND, body, thread=thread,
+                   pragmas=it.pragmas)
+    return For(it.var, Const(0, dt.INDEX), ext, _KIND[it.annotation], body, pragmas=it.pragmas)
+
+
+def _auto_unroll(stmt):
+    """``auto_unroll_max_step = N`` on a loop: unroll each loop inside it whose whole nest runs at
+    most N iterations (serial loops of constant extent only)."""
+    from ..ir.loop import Seq
+    def size(s):  # iterations of the whole nest under s, None if unknown
+        if isinstance(s, For):
+            inner = size(s.body)
+            if inner is None or not isinstance(s.extent, Const) or s.kind is not ForKind.SERIAL \
+                    and s.kind is not ForKind.UNROLLED:
+                return None
+            return s.extent.value * inner
+        if isinstance(s, Seq):
+            total = 0
+            for c in s.stmts:
+                n = size(c)
+                if n is None:
+                    return None
+                total += n
+            return total
+        if isinstance(s, (IfThenElse, Allocate)):
+            return max((size(c) or 0) for c in s.children()) if all(
+                size(c) is not None for c in s.children()) else None
+        return 1
+
+    def go(s, limit):
+        if isinstance(s, For):
+            lim = dict(s.pragmas).get("auto_unroll_max_step", limit)
+            body = go(s.body, lim)
+            kind = s.kind
+            if lim and kind is ForKind.SERIAL and isinstance(s.extent, Const):
+                n = size(For(s.var, s.begin, s.extent, kind, body))
+                if n is not None and n <= lim:
+                    kind = ForKind.UNROLLED
+            return For(s.var, s.begin, s.extent, kind, body, s.thread, s.pragmas)
+        if isinstance(s, Seq):
+            return Seq([go(c, limit) for c in s.stmts])
+        if isinstance(s, IfThenElse):
+            return IfThenElse(s.cond, go(s.then, limit),
+                              None if s.else_ is None else go(s.else_, limit))
+        if isinstance(s, Allocate):
+            return Allocate(s.buffer, go(s.body, limit))
+        return s
+    return go(stmt, 0)

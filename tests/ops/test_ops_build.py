@@ -43,6 +43,15 @@ NATIVE = [
     ("softmax", lambda: W.softmax(17, 97)),
     ("softmax_axis0", lambda: W.softmax(13, 7, axis=0, dtype="float64")),
     ("matmul_bias_relu", lambda: W.matmul_bias_relu(31, 17, 9)),
+    ("matmul_1000", lambda: W.matmul(1000, 7, 1)),
+    ("matmul_1_1000", lambda: W.matmul(1, 17, 1000, "float64")),
+    ("softmax_1000", lambda: W.softmax(1, 1000)),
+    ("conv_prime_7x7_s2", lambda: W.conv2d(1, 3, 97, 17, 7, 7, 7, 2, 3, 1, 1, "NCHW", "direct")),
+    ("conv_prime_7x7_s2_gemm", lambda: W.conv2d(1, 3, 97, 17, 7, 7, 7, 2, 3, 1, 1, "NHWC",
+                                                "implicit_gemm")),
+    ("csr_spmm_1000", lambda: W.csr_spmm(1000, 97, 7, 0.01, empty_rows=True, dense_row=True)),
+    ("bsr_spmm_1x1", lambda: W.bsr_spmm(17, 7, 5, 1, 1, 0.3, empty_rows=2)),
+    ("sddmm_1000", lambda: W.sddmm(1000, 17, 7, 0.02, empty_rows=True)),
 ]
 
 # small shapes for the interpreter (slow)
@@ -60,6 +69,9 @@ EMULATE = [
     ("sddmm", lambda: W.sddmm(7, 6, 5, 0.4, empty_rows=1)),
     ("softmax", lambda: W.softmax(3, 7)),
     ("matmul_bias_relu", lambda: W.matmul_bias_relu(5, 4, 3)),
+    ("matmul_1000", lambda: W.matmul(1, 7, 1000)),
+    ("csr_spmm_97", lambda: W.csr_spmm(97, 17, 7, 0.05, empty_rows=True, dense_row=True)),
+    ("sddmm_f64", lambda: W.sddmm(17, 7, 1, 0.3, empty_rows=2, dtype="float64")),
 ]
 
 

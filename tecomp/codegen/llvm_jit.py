@@ -1,0 +1,110 @@
+"""LLVM for the host CPU: initialization, host detection, target machine, optimization and MCJIT.
+
+Everything that touches LLVM's process-wide state runs under :data:`LOCK` (LLVM's global context
+and MCJIT creation are not thread-safe); callers that emit IR and then JIT it hold the lock across
+both steps.
+"""
+from __future__ import annotations
+
+import ctypes.util
+import threading
+
+import llvmlite.binding as llvm
+
+__all__ = ["LOCK", "ensure_init", "host_cpu", "target_machine", "triple_and_layout", "jit",
+           "assembly"]
+
+LOCK = threading.RLock()
+_INITIALIZED = False
+_HOST: tuple | None = None
+_LAYOUT: tuple | None = None  # (triple, data layout)
+
+
+def ensure_init() -> None:
+    """Initialize LLVM's native target once, and load the C runtime libraries for the JIT."""
+    global _INITIALIZED
+    if _INITIALIZED:
+        return
+    with LOCK:
+        if _INITIALIZED:
+            return
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm.initialize_native_asmparser()
+        # MCJIT resolves external symbols (libm calls that intrinsics lower to, memset/memcpy formed
+        # by loop idiom recognition, malloc/free, half-precision helpers) only in libraries loaded
+        # permanently; the process itself is not searched.
+        for lib in ("m", "c", "gcc_s"):
+            name = ctypes.util.find_library(lib)
+            if name:
+                try:
+                    llvm.load_library_permanently(name)
+                except RuntimeError:
+                    pass
+        _INITIALIZED = True
+
+
+def host_cpu() -> tuple:
+    """``(cpu name, feature string)`` of the host, as LLVM detects them."""
+    global _HOST
+    ensure_init()
+    if _HOST is None:
+        _HOST = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+    return _HOST
+
+
+def target_machine(opt_level: int = 3):
+    """A JIT target machine for the host CPU and its features."""
+    cpu, features = host_cpu()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=cpu, features=features, opt=opt_level,
+                                        codemodel="jitdefault", jit=True)
+
+
+def triple_and_layout() -> tuple:
+    """``(target triple, data layout string)`` of the host target machine."""
+    global _LAYOUT
+    if _LAYOUT is None:
+        tm = target_machine()
+        _LAYOUT = (tm.triple, str(tm.target_data))
+    return _LAYOUT
+
+
+def _optimize(mod, tm, opt_level: int) -> None:
+    """Run LLVM's new-pass-manager pipeline at ``opt_level`` on ``mod`` in place."""
+    if opt_level == 0:
+        return
+    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    if opt_level >= 2:
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_interleaving = True
+        pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def jit(text: str, symbol: str, opt_level: int) -> tuple:
+    """Parse and verify the IR ``text``, optimize it for the host and JIT it with MCJIT.
+
+    Returns ``(optimized IR text, engine, address of symbol)``; the code lives as long as the engine.
+    """
+    with LOCK:
+        ensure_init()
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+        tm = target_machine(opt_level)
+        _optimize(mod, tm, opt_level)
+        optimized = str(mod)
+        engine = llvm.create_mcjit_compiler(mod, tm)  # the engine takes ownership of tm and mod
+        engine.finalize_object()
+        address = engine.get_function_address(symbol)
+        if not address:
+            raise RuntimeError(f"JIT produced no address for '{symbol}'")
+    return optimized, engine, address
+
+
+def assembly(text: str) -> str:
+    """The host assembly of the LLVM IR ``text``."""
+    with LOCK:
+        return target_machine().emit_assembly(llvm.parse_assembly(text))

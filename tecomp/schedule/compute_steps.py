@@ -1,0 +1,211 @@
+"""Steps that move stages (compute_at / inline / root) and that add stages (cache_read/write)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..ir import dtype as dt
+from ..ir.expr import Const, IterKind, IterVar, Reduce, TensorRead, transform
+from ..ir.tensor import ComputeOp, Tensor
+from .inline import effective_readers
+from .state import ComputeLocation, ScheduleError, StageState, State
+from .steps import Step, _register, _sname, _iname, _stage, _iter
+
+__all__ = ["ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheWriteStep",
+           "CacheReadStep", "SCOPES"]
+
+SCOPES = ("global", "shared", "local")
+
+
+def _attach_chain(state: State, sid: int) -> list:
+    out, seen = [], set()
+    while sid is not None and sid not in seen:
+        seen.add(sid)
+        out.append(sid)
+        a = state.stages[sid].attach
+        sid = a[0] if a is not None and state.stages[sid].location is ComputeLocation.AT else None
+    return out
+
+
+@_register
+@dataclass(frozen=True)
+class ComputeAtStep(Step):
+    """Compute stage ``stage_id`` inside loop ``target_iter_id`` of stage ``target_stage_id``, over the
+    region of it that one iteration of that loop reads (bound inference)."""
+    code: ClassVar[str] = "CA"
+    stage_id: int
+    target_stage_id: int
+    target_iter_id: int
+
+    def apply(self, state):
+        s = _stage(state, self.stage_id, "compute_at")
+        t = _stage(state, self.target_stage_id, "compute_at")
+        it = _iter(t, self.target_iter_id, "compute_at")
+        if s.op.is_ragged:
+            raise ScheduleError(f"compute_at: '{s.name}' has a data-dependent output domain")
+        readers = effective_readers(state, self.stage_id)
+        if not readers:
+            raise ScheduleError(f"compute_at: '{s.name}' is not read by any stage")
+        if readers != {self.target_stage_id}:
+            names = sorted(state.stages[r].name for r in readers)
+            raise ScheduleError(f"compute_at: '{s.name}' is read by {names}; a stage can only be "
+                                f"computed at a loop of its only consumer '{t.name}'")
+        if self.stage_id in _attach_chain(state, self.target_stage_id):
+            raise ScheduleError(f"compute_at: '{t.name}' is computed inside '{s.name}'")
+        inner = t.iters[self.target_iter_id + 1:]
+        if any(i.const_extent is None for i in inner) and it.kind is not IterKind.REDUCE:
+            bad = [i.name for i in inner if i.const_extent is None]
+            raise ScheduleError(f"compute_at: loop '{it.name}' of '{t.name}' encloses the "
+                                f"data-dependent loop(s) {bad}; attach inside them or outside "
+                                f"the stage")
+        s.location, s.attach = ComputeLocation.AT, (self.target_stage_id, self.target_iter_id)
+        s.invalidate()
+
+    def python(self, state):
+        return (f"s[{_sname(state, self.stage_id)}].compute_at(s[{_sname(state, self.target_stage_id)}]"
+                f", {_iname(state, self.target_stage_id, self.target_iter_id)})")
+
+
+@_register
+@dataclass(frozen=True)
+class ComputeInlineStep(Step):
+    """Substitute the stage's expression into its readers; it gets no loops or buffer."""
+    code: ClassVar[str] = "CI"
+    stage_id: int
+
+    def apply(self, state):
+        s = _stage(state, self.stage_id, "compute_inline")
+        if isinstance(s.op.body, Reduce):
+            raise ScheduleError(f"compute_inline: '{s.name}' is a reduction; only elementwise "
+                                f"stages can be inlined")
+        if s.op.is_ragged:
+            raise ScheduleError(f"compute_inline: '{s.name}' has a data-dependent output domain")
+        if any(s.tensor is t for t in state.dag.outputs):
+            raise ScheduleError(f"compute_inline: '{s.name}' is an output of the kernel")
+        for o in state.stages:
+            if o.location is ComputeLocation.AT and o.attach[0] == self.stage_id:
+                raise ScheduleError(f"compute_inline: '{o.name}' is computed at a loop of "
+                                    f"'{s.name}'")
+        s.location, s.attach, s.region = ComputeLocation.INLINE, None, None
+        s.invalidate()
+
+    def python(self, state):
+        return f"s[{_sname(state, self.stage_id)}].compute_inline()"
+
+
+@_register
+@dataclass(frozen=True)
+class ComputeRootStep(Step):
+    """Compute the stage at the top level, over its whole domain."""
+    code: ClassVar[str] = "CR"
+    stage_id: int
+
+    def apply(self, state):
+        s = state.stages[self.stage_id] if 0 <= self.stage_id < len(state.stages) else None
+        if s is None or s.is_placeholder:
+            raise ScheduleError(f"compute_root: stage {self.stage_id} is not a compute stage")
+        s.location, s.attach, s.region = ComputeLocation.ROOT, None, None
+        s.invalidate()
+
+    def python(self, state):
+        return f"s[{_sname(state, self.stage_id)}].compute_root()"
+
+
+def _insert_stage(state: State, pos: int, stage: StageState) -> None:
+    state.stages.insert(pos, stage)
+    for o in state.stages:
+        if o.attach is not None and o.attach[0] >= pos:
+            o.attach = (o.attach[0] + 1, o.attach[1])
+            o.invalidate()
+
+
+def _fresh_axes(shape) -> tuple:
+    return tuple(IterVar(f"ax{n}", Const(0, dt.INDEX), Const(s, dt.INDEX), IterKind.SPATIAL)
+                 for n, s in enumerate(shape))
+
+
+def _check_scope(scope):
+    if scope not in SCOPES:
+        raise ScheduleError(f"unknown memory scope {scope!r}; use one of {SCOPES}")
+
+
+@_register
+@dataclass(frozen=True)
+class CacheWriteStep(Step):
+    """Compute the stage into a new buffer of ``scope`` (a new stage ``NAME.scope`` placed before it);
+    the stage itself becomes a copy out of that buffer."""
+    code: ClassVar[str] = "CHW"
+    stage_id: int
+    scope: str
+
+    def apply(self, state):
+        s = _stage(state, self.stage_id, "cache_write")
+        _check_scope(self.scope)
+        if s.op.is_ragged:
+            raise ScheduleError(f"cache_write: '{s.name}' has a data-dependent output domain")
+        if s.relations or s.location is not ComputeLocation.ROOT:
+            raise ScheduleError(f"cache_write on '{s.name}' must come before its loops are "
+                                f"transformed or it is moved")
+        op = s.op
+        cache_op = ComputeOp(f"{op.name}.{self.scope}", op.axes, op.body, checks=op.checks,
+                             tag=op.tag)
+        cache = Tensor(cache_op, s.tensor.shape, s.tensor.dtype, cache_op.name)
+        axes = _fresh_axes(s.tensor.shape)
+        s.op = ComputeOp(op.name, axes, cache[axes] if axes else cache[()], tag=op.tag)
+        s.invalidate()
+        new = StageState(cache, cache_op)
+        new.scope = self.scope
+        _insert_stage(state, self.stage_id, new)
+
+    def python(self, state):
+        return f"s.cache_write({_sname(state, self.stage_id)}, {self.scope!r})"
+
+
+@_register
+@dataclass(frozen=True)
+class CacheReadStep(Step):
+    """Copy the stage's tensor into a new buffer of ``scope`` (a new stage ``NAME.scope`` placed right
+    after it) and make the given readers read the copy."""
+    code: ClassVar[str] = "CHR"
+    stage_id: int
+    scope: str
+    reader_ids: tuple
+
+    def apply(self, state):
+        if not 0 <= self.stage_id < len(state.stages):
+            raise ScheduleError(f"cache_read: stage {self.stage_id} out of range")
+        src = state.stages[self.stage_id]
+        _check_scope(self.scope)
+        if src.location is ComputeLocation.INLINE:
+            raise ScheduleError(f"cache_read: '{src.name}' is inlined")
+        if not self.reader_ids:
+            raise ScheduleError(f"cache_read of '{src.name}': no readers given")
+        for r in self.reader_ids:
+            rs = _stage(state, r, "cache_read")
+            if not any(t is src.tensor for t in rs.op.inputs):
+                raise ScheduleError(f"cache_read: '{rs.name}' does not read '{src.name}'")
+        t = src.tensor
+        axes = _fresh_axes(t.shape)
+        op = ComputeOp(f"{src.name}.{self.scope}", axes, t[axes] if axes else t[()])
+        cache = Tensor(op, t.shape, t.dtype, op.name)
+
+        def swap(x):
+            if isinstance(x, TensorRead) and x.tensor is t:
+                return TensorRead(cache, tuple(transform(i, swap) for i in x.indices))
+            return None
+        for r in self.reader_ids:
+            rs = state.stages[r]
+            o = rs.op
+            body = transform(o.body, swap)
+            if isinstance(o.body, Reduce) and not isinstance(body, Reduce):
+                body = Reduce(o.body.kind, body, o.body.axes)
+            rs.op = ComputeOp(o.name, o.axes, body, out_index=o.out_index if o.is_ragged else None,
+                              checks=o.checks, tag=o.tag)
+            rs.invalidate()
+        new = StageState(cache, op)
+        new.scope = self.scope
+        _insert_stage(state, self.stage_id + 1, new)
+
+    def python(self, state):
+        readers = ", ".join(f"s[{_sname(state, r)}]" for r in self.reader_ids)
+        return f"s.cache_read({_sname(state, self.stage_id)}, {self.scope!r}, [{readers}])"

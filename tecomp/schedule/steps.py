@@ -1,0 +1,319 @@
+"""Schedule steps. Each kind is one frozen dataclass that applies itself to a State, writes and reads
+its record (``[code, fields...]``, stage and loop ids positional at that point of the replay), and
+prints as the ``tc.Schedule`` call that makes it.
+
+Loop-structure steps (split, fuse, reorder, annotation, pragma) are also the stage's *relations*:
+``replay`` re-derives the stage's loops from its root extents, which bound inference may change.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..ir import dtype as dt
+from ..ir.expr import BinOpKind, Const, IterKind, Var, binary, simplify, substitute
+from .state import Annotation, ComputeLocation, Iter, LoopNest, ScheduleError, State
+
+__all__ = ["Step", "SplitStep", "FuseStep", "ReorderStep", "AnnotationStep", "PragmaStep",
+           "ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheReadStep",
+           "CacheWriteStep", "step_from_record", "STEP_KINDS"]
+
+STEP_KINDS: dict = {}
+
+
+def _register(cls):
+    STEP_KINDS[cls.code] = cls
+    return cls
+
+
+class Step:
+    code: ClassVar[str] = ""
+
+    def apply(self, state: State) -> None:
+        raise NotImplementedError
+
+    def record(self) -> list:
+        out = [self.code]
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            out.append(v.value if isinstance(v, Annotation) else list(v) if isinstance(v, tuple) else v)
+        return out
+
+    @classmethod
+    def from_record(cls, rec: list) -> "Step":
+        fields = dataclasses.fields(cls)
+        if len(rec) != len(fields) + 1:
+            raise ValueError(f"record {rec!r}: a {cls.__name__} has {len(fields)} fields")
+        vals = []
+        for f, v in zip(fields, rec[1:]):
+            if f.type in ("Annotation",):
+                v = Annotation(v)
+            elif isinstance(v, list):
+                v = tuple(v)
+            vals.append(v)
+        return cls(*vals)
+
+    def python(self, state: State) -> str:
+        """The ``tc.Schedule`` call that makes this step, given the state before it."""
+        raise NotImplementedError
+
+    # loop-structure steps override this
+    def replay(self, stage, nest: LoopNest) -> None:
+        raise NotImplementedError
+
+
+def step_from_record(rec: list) -> Step:
+    if not rec or rec[0] not in STEP_KINDS:
+        raise ValueError(f"unknown step record {rec!r}")
+    return STEP_KINDS[rec[0]].from_record(rec)
+
+
+def _stage(state: State, sid: int, what: str):
+    if not 0 <= sid < len(state.stages):
+        raise ScheduleError(f"{what}: stage {sid} out of range")
+    s = state.stages[sid]
+    if s.is_placeholder:
+        raise ScheduleError(f"{what}: '{s.name}' is an input; it has no loops to schedule")
+    if s.location is ComputeLocation.INLINE:
+        raise ScheduleError(f"{what}: '{s.name}' is inlined; it has no loops of its own")
+    return s
+
+
+def _iter(stage, iid: int, what: str) -> Iter:
+    iters = stage.iters
+    if not 0 <= iid < len(iters):
+        raise ScheduleError(f"{what}: stage '{stage.name}' has no loop {iid} "
+                            f"(it has {len(iters)})")
+    return iters[iid]
+
+
+def _sname(state, sid):
+    return repr(state.stages[sid].name)
+
+
+def _iname(state, sid, iid):
+    return repr(state.stages[sid].iters[iid].name)
+
+
+def _relation(state: State, sid: int, step: Step) -> None:
+    """Apply a loop-structure step: validate by replaying it on the current loops, then keep it."""
+    s = state.stages[sid]
+    nest = s.nest()
+    trial = LoopNest(list(nest.iters), dict(nest.root_values), list(nest.guards))
+    step.replay(s, trial)
+    _check_order(s, trial)
+    s.relations.append(step)
+    s.invalidate()
+    for other in state.stages:  # stages attached to this one: loop ids may have moved
+        if other.attach is not None and other.attach[0] == sid:
+            other.invalidate()
+
+
+def _check_order(stage, nest: LoopNest) -> None:
+    """A loop whose extent depends on other loops (sparse rows) must sit inside them."""
+    bound = set()
+    for it in nest.iters:
+        if it.const_extent is None:
+            ext = substitute(it.extent, nest.root_values)
+            from ..ir.expr import free_vars
+            for v in free_vars(ext):
+                if v not in bound:
+                    raise ScheduleError(f"stage '{stage.name}': loop '{it.name}' has a data-dependent "
+                                        f"extent that needs loop '{v.name}' outside it")
+        bound.add(it.var)
+
+
+def _ceildiv(e, f: int):
+    if isinstance(e, Const):
+        return Const(-(-e.value // f), dt.INDEX)
+    return simplify(binary(BinOpKind.FLOORDIV, e + (f - 1), f))
+
+
+# ----------------------------------------------------------------------------- loop structure
+
+@_register
+@dataclass(frozen=True)
+class SplitStep(Step):
+    """Split loop ``iter_id`` into ``len(lengths) + 1`` loops. With ``inner_to_outer`` the lengths
+    are the extents of the inner loops (the outermost takes the rest); otherwise of the outer loops.
+    Non-divisible extents are allowed: the tail is guarded."""
+    code: ClassVar[str] = "SP"
+    stage_id: int
+    iter_id: int
+    lengths: tuple
+    inner_to_outer: bool = True
+
+    def apply(self, state):
+        s = _stage(state, self.stage_id, "split")
+        it = _iter(s, self.iter_id, "split")
+        if not self.lengths or any(not isinstance(x, int) or x < 1 for x in self.lengths):
+            raise ScheduleError(f"split of '{it.name}': lengths must be positive ints, "
+                                f"got {list(self.lengths)}")
+        _relation(state, self.stage_id, self)
+
+    def replay(self, stage, nest):
+        it = nest.iters[self.iter_id]
+        prod = 1
+        for x in self.lengths:
+            prod *= x
+        rest = _ceildiv(it.extent, prod)
+        exts = [rest] + [Const(x, dt.INDEX) for x in self.lengths] if self.inner_to_outer \
+            else [Const(x, dt.INDEX) for x in self.lengths] + [rest]
+        new = [Iter(f"{it.name}.{n}", Var(f"{it.name}.{n}"), e, it.kind) for n, e in enumerate(exts)]
+        value = new[0].var
+        for n in range(1, len(new)):
+            value = value * exts[n] + new[n].var
+        m = {it.var: value}
+        nest.root_values.update({a: simplify(substitute(v, m)) for a, v in nest.root_values.items()})
+        nest.guards[:] = [simplify(substitute(g, m)) for g in nest.guards]
+        total = 1
+        for e in exts:
+            total = None if total is None or not isinstance(e, Const) else total * e.value
+        if it.const_extent is None or total != it.const_extent:
+            nest.guards.append(binary(BinOpKind.LT, value, it.extent))
+        nest.iters[self.iter_id:self.iter_id + 1] = new
+
+    def python(self, state):
+        s, i = _sname(state, self.stage_id), _iname(state, self.stage_id, self.iter_id)
+        if len(self.lengths) == 1:
+            kw = "factor" if self.inner_to_outer else "nparts"
+            return f"s[{s}].split({i}, {kw}={self.lengths[0]})"
+        return (f"s[{s}].split({i}, lengths={list(self.lengths)}"
+                f"{'' if self.inner_to_outer else ', inner_to_outer=False'})")
+
+
+@_register
+@dataclass(frozen=True)
+class FuseStep(Step):
+    """Fuse adjacent loops (outer to inner) into one."""
+    code: ClassVar[str] = "FU"
+    stage_id: int
+    iter_ids: tuple
+
+    def apply(self, state):
+        s = _stage(state, self.stage_id, "fuse")
+        ids = list(self.iter_ids)
+        its = [_iter(s, i, "fuse") for i in ids]
+        if len(ids) < 2 or ids != list(range(ids[0], ids[0] + len(ids))):
+            raise ScheduleError(f"fuse on '{s.name}': loops {[i.name for i in its]} are not "
+                                f"adjacent (positions {ids}); reorder them first")
+        if any(i.const_extent is None for i in its):
+            raise ScheduleError(f"fuse on '{s.name}': cannot fuse a data-dependent loop")
+        if len({i.kind for i in its}) != 1:
+            raise ScheduleError(f"fuse on '{s.name}': cannot fuse spatial and reduction loops")
+        _relation(state, self.stage_id, self)
+
+    def replay(self, stage, nest):
+        ids = list(self.iter_ids)
+        its = [nest.iters[i] for i in ids]
+        exts = [i.const_extent for i in its]
+        total = 1
+        for e in exts:
+            total *= e
+        name = "@".join(i.name for i in its)
+        f = Var(name)
+        m, inner = {}, 1
+        for it, e in zip(reversed(its), reversed(exts)):
+            v = f if inner == 1 else binary(BinOpKind.FLOORDIV, f, inner)
+            m[it.var] = v if it is its[0] else binary(BinOpKind.MOD, v, e)
+            inner *= e
+        nest.root_values.update({a: simplify(substitute(v, m)) for a, v in nest.root_values.items()})
+        nest.guards[:] = [simplify(substitute(g, m)) for g in nest.guards]
+        nest.iters[ids[0]:ids[-1] + 1] = [Iter(name, f, Const(total, dt.INDEX), its[0].kind)]
+
+    def python(self, state):
+        names = ", ".join(_iname(state, self.stage_id, i) for i in self.iter_ids)
+        return f"s[{_sname(state, self.stage_id)}].fuse({names})"
+
+
+@_register
+@dataclass(frozen=True)
+class ReorderStep(Step):
+    """Put the loops in the order ``order`` (a permutation of loop positions)."""
+    code: ClassVar[str] = "RE"
+    stage_id: int
+    order: tuple
+
+    def apply(self, state):
+        s = _stage(state, self.stage_id, "reorder")
+        if sorted(self.order) != list(range(len(s.iters))):
+            raise ScheduleError(f"reorder on '{s.name}': {list(self.order)} is not a permutation of "
+                                f"its {len(s.iters)} loops")
+        _relation(state, self.stage_id, self)
+
+    def replay(self, stage, nest):
+        nest.iters[:] = [nest.iters[i] for i in self.order]
+
+    def python(self, state):
+        names = ", ".join(_iname(state, self.stage_id, i) for i in self.order)
+        return f"s[{_sname(state, self.stage_id)}].reorder({names})"
+
+
+_ANN_METHOD = {Annotation.UNROLL: "unroll", Annotation.VECTORIZE: "vectorize",
+               Annotation.PARALLEL: "parallel"}
+
+
+@_register
+@dataclass(frozen=True)
+class AnnotationStep(Step):
+    """Mark a loop parallel, vectorized, unrolled, or bound to a GPU thread axis."""
+    code: ClassVar[str] = "AN"
+    stage_id: int
+    iter_id: int
+    annotation: Annotation
+
+    def apply(self, state):
+        s = _stage(state, self.stage_id, "annotate")
+        it = _iter(s, self.iter_id, "annotate")
+        a = self.annotation
+        what = a.name.lower()
+        if it.kind is IterKind.REDUCE and a in (Annotation.VECTORIZE, Annotation.PARALLEL) \
+                or it.kind is IterKind.REDUCE and a.thread is not None:
+            raise ScheduleError(f"cannot {what} reduction loop '{it.name}' of '{s.name}': its "
+                                f"iterations update the same element (use rfactor first)")
+        if a is not Annotation.NONE and a is not Annotation.PARALLEL and it.const_extent is None:
+            raise ScheduleError(f"cannot {what} loop '{it.name}' of '{s.name}': its extent is "
+                                f"data-dependent")
+        if a is Annotation.PARALLEL and it.const_extent is None:
+            raise ScheduleError(f"cannot parallelize data-dependent loop '{it.name}'")
+        _relation(state, self.stage_id, self)
+
+    def replay(self, stage, nest):
+        it = nest.iters[self.iter_id]
+        nest.iters[self.iter_id] = dataclasses.replace(it, annotation=self.annotation)
+
+    def python(self, state):
+        s, i = _sname(state, self.stage_id), _iname(state, self.stage_id, self.iter_id)
+        if self.annotation in _ANN_METHOD:
+            return f"s[{s}].{_ANN_METHOD[self.annotation]}({i})"
+        return f"s[{s}].bind({i}, {self.annotation.thread.value!r})"
+
+
+@_register
+@dataclass(frozen=True)
+class PragmaStep(Step):
+    """A pragma on a loop, e.g. ``auto_unroll_max_step`` with a value."""
+    code: ClassVar[str] = "PR"
+    stage_id: int
+    iter_id: int
+    pragma: str
+    value: int
+
+    PRAGMAS: ClassVar[tuple] = ("auto_unroll_max_step",)
+
+    def apply(self, state):
+        s = _stage(state, self.stage_id, "pragma")
+        _iter(s, self.iter_id, "pragma")
+        if self.pragma not in self.PRAGMAS:
+            raise ScheduleError(f"unknown pragma {self.pragma!r}; known: {list(self.PRAGMAS)}")
+        _relation(state, self.stage_id, self)
+
+    def replay(self, stage, nest):
+        it = nest.iters[self.iter_id]
+        nest.iters[self.iter_id] = dataclasses.replace(
+            it, pragmas=it.pragmas + ((self.pragma, self.value),))
+
+    def python(self, state):
+        s, i = _sname(state, self.stage_id), _iname(state, self.stage_id, self.iter_id)
+        return f"s[{s}].pragma({i}, {self.pragma!r}, {self.value})"
