@@ -41,10 +41,8 @@ def infer_bounds(state: State) -> None:
                 s.region = None
                 s.invalidate()
             continue
-        region = _region(state, sid, by_tensor)
-        if region != s.region:
-            s.region = region
-            s.invalidate()
+        s.region = _region(state, sid, by_tensor)
+        s.invalidate()
 
 
 def _region(state: State, sid: int, by_tensor: dict) -> list:
@@ -85,7 +83,13 @@ def _region(state: State, sid: int, by_tensor: dict) -> list:
                 raise ScheduleError(f"compute_at: the region of '{s.name}' along axis "
                                     f"'{axis.name}' has no constant bound ({ext!r})")
             ext = Const(r[1], ext.dtype)
-        region.append((simplify_index(lo, ranges), max(0, ext.value)))
+        lo = simplify_index(lo, ranges)
+        n = max(0, ext.value)
+        r = interval(lo, ranges)
+        dom_lo, dom_hi = interval(axis.begin, {}), interval(axis.end, {})
+        below = r is None or dom_lo is None or r[0] < dom_lo[0]
+        above = r is None or dom_hi is None or r[1] + n > dom_hi[0]
+        region.append((lo, n, below, above))
     return region
 
 

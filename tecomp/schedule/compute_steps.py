@@ -119,9 +119,13 @@ def _insert_stage(state: State, pos: int, stage: StageState) -> None:
             o.invalidate()
 
 
-def _fresh_axes(shape) -> tuple:
-    return tuple(IterVar(f"ax{n}", Const(0, dt.INDEX), Const(s, dt.INDEX), IterKind.SPATIAL)
-                 for n, s in enumerate(shape))
+def _fresh_axes(shape, like=None) -> tuple:
+    """New spatial axes over ``shape``, named like the axes of ``like`` (an op) when it has them."""
+    names = [a.name for a in getattr(like, "axes", ())]
+    if len(names) != len(shape):
+        names = [f"ax{n}" for n in range(len(shape))]
+    return tuple(IterVar(nm, Const(0, dt.INDEX), Const(s, dt.INDEX), IterKind.SPATIAL)
+                 for nm, s in zip(names, shape))
 
 
 def _check_scope(scope):
@@ -150,7 +154,7 @@ class CacheWriteStep(Step):
         cache_op = ComputeOp(f"{op.name}.{self.scope}", op.axes, op.body, checks=op.checks,
                              tag=op.tag)
         cache = Tensor(cache_op, s.tensor.shape, s.tensor.dtype, cache_op.name)
-        axes = _fresh_axes(s.tensor.shape)
+        axes = _fresh_axes(s.tensor.shape, op)
         s.op = ComputeOp(op.name, axes, cache[axes] if axes else cache[()], tag=op.tag)
         s.invalidate()
         new = StageState(cache, cache_op)
@@ -185,7 +189,7 @@ class CacheReadStep(Step):
             if not any(t is src.tensor for t in rs.op.inputs):
                 raise ScheduleError(f"cache_read: '{rs.name}' does not read '{src.name}'")
         t = src.tensor
-        axes = _fresh_axes(t.shape)
+        axes = _fresh_axes(t.shape, src.op)
         op = ComputeOp(f"{src.name}.{self.scope}", axes, t[axes] if axes else t[()])
         cache = Tensor(op, t.shape, t.dtype, op.name)
 

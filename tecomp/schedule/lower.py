@@ -49,8 +49,8 @@ class _Lowering:
                 name = f"{name}_{used[name]}"
             shape = s.tensor.shape
             if s.location is ComputeLocation.AT:
-                shape = tuple(ext for _, ext in s.region)
-                self.offsets[id(s.tensor)] = [lo for lo, _ in s.region]
+                shape = tuple(r[1] for r in s.region)
+                self.offsets[id(s.tensor)] = [r[0] for r in s.region]
                 self.attached.setdefault(s.attach, []).append(sid)
             scope = Scope.GLOBAL if id(s.tensor) in self.args else Scope(s.scope)
             self.buffers[id(s.tensor)] = Buffer(name, shape, s.tensor.dtype, scope)

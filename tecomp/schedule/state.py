@@ -85,7 +85,8 @@ class StageState:
         self.location = ComputeLocation.ROOT
         self.attach: tuple | None = None  # (target stage index, target iterator index)
         self.scope = "global"
-        self.region: list | None = None  # per root spatial axis (lo expr, extent int), if attached
+        # per root spatial axis, if attached: (lo expr, extent, may leave the domain below/above)
+        self.region: list | None = None
         self._nest: LoopNest | None = None
 
     @property
@@ -126,11 +127,12 @@ class StageState:
         for n, a in enumerate(self.root_axes):
             v = Var(a.name)
             if self.region is not None and n < n_spatial:
-                lo, ext = self.region[n]
+                lo, ext, below, above = self.region[n]
                 extent = Const(ext, dt.INDEX)
                 values[a] = simplify(lo + v)
-                if not _region_inside(lo, ext, a):
+                if above:
                     guards.append(binary(BinOpKind.LT, values[a], a.end))
+                if below:
                     guards.append(binary(BinOpKind.GE, values[a], a.begin))
             else:
                 extent = simplify(a.end - a.begin)
@@ -140,12 +142,6 @@ class StageState:
         for rel in self.relations:
             rel.replay(self, nest)
         return nest
-
-
-def _region_inside(lo, ext, axis) -> bool:
-    """Whether a region of ``ext`` points from ``lo`` provably stays inside the axis' domain."""
-    return isinstance(lo, Const) and isinstance(axis.begin, Const) and isinstance(axis.end, Const) \
-        and lo.value >= axis.begin.value and lo.value + ext <= axis.end.value
 
 
 class State:
