@@ -20,6 +20,7 @@ from ..ir.loop import (Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Se
                        verify)
 from .llvm_expr import I1, I8, I64, PTR, VOID, ExprEmitter, dispatch, ident, mem_type, reg_type
 from .llvm_jit import LOCK, assembly, ensure_init, host_cpu, jit, triple_and_layout
+from .parallel import emit_parallel
 
 __all__ = ["CompiledCPU", "compile_cpu", "emit_module", "host_cpu"]
 
@@ -30,7 +31,8 @@ MAX_EMIT_UNROLL = 64
 
 # names of library functions the lowered code may call: a kernel must not shadow them
 _RESERVED = {"exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "fmod", "fmodf", "floor",
-             "floorf", "malloc", "free", "aligned_alloc", "memset", "memcpy", "memmove", "main"}
+             "floorf", "malloc", "free", "aligned_alloc", "memset", "memcpy", "memmove", "main",
+             "tecomp_parallel_for"}
 
 
 def _symbol(name: str) -> str:
@@ -140,7 +142,7 @@ class StmtEmitter(ExprEmitter):
         self.counted_loop(s)
 
     def loop_parallel(self, s: For) -> None:
-        self.counted_loop(s)  # runs serially for now
+        emit_parallel(self, s)  # outlined and run on the thread pool (.parallel)
 
     def loop_vectorized(self, s: For) -> None:
         self.counted_loop(s, ["llvm.loop.vectorize.enable", I1(1)])

@@ -43,6 +43,9 @@ class ComputeAtStep(Step):
         it = _iter(t, self.target_iter_id, "compute_at")
         if s.op.is_ragged:
             raise ScheduleError(f"compute_at: '{s.name}' has a data-dependent output domain")
+        if any(s.tensor is o for o in state.dag.outputs):
+            raise ScheduleError(f"compute_at: '{s.name}' is an output of the kernel; it is computed "
+                                f"whole, at root")
         readers = effective_readers(state, self.stage_id)
         if not readers:
             raise ScheduleError(f"compute_at: '{s.name}' is not read by any stage")

@@ -76,12 +76,18 @@ class _Lowering:
         def fn(x):
             if isinstance(x, TensorRead):
                 idx = [simplify_index(transform(i, fn), ranges) for i in x.indices]
-                off = self.offsets.get(id(x.tensor))
-                if off is not None:
-                    idx = [simplify_index(i - o, ranges) for i, o in zip(idx, off)]
+                idx = self.shift(x.tensor, idx, ranges)
                 return Load(self.buffers[id(x.tensor)], tuple(idx))
             return None
         return simplify(transform(e, fn))
+
+    def shift(self, tensor, idx, ranges):
+        """Indices into an attached stage's region buffer: minus the region's start (whose
+        data-dependent parts are converted to loads too)."""
+        off = self.offsets.get(id(tensor))
+        if off is None:
+            return idx
+        return [simplify_index(i - self.convert(o, {}, ranges), ranges) for i, o in zip(idx, off)]
 
     # ------------------------------------------------------------------ one stage
     def stage_nest(self, sid: int):
@@ -91,10 +97,7 @@ class _Lowering:
         values = nest.root_values
         buf = self.buffers[id(s.tensor)]
         idx = [self.convert(i, values, ranges) for i in op.out_index]
-        off = self.offsets.get(id(s.tensor))
-        if off is not None:
-            idx = [simplify_index(i - o, ranges) for i, o in zip(idx, off)]
-        idx = tuple(idx)
+        idx = tuple(self.shift(s.tensor, idx, ranges))
         if isinstance(op.body, Reduce):
             value = self.convert(op.body.source, values, ranges)
             stmt = Store(buf, idx, binary(op.body.kind.combiner, Load(buf, idx), value))

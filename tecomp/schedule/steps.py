@@ -161,9 +161,12 @@ class SplitStep(Step):
         exts = [rest] + [Const(x, dt.INDEX) for x in self.lengths] if self.inner_to_outer \
             else [Const(x, dt.INDEX) for x in self.lengths] + [rest]
         new = [Iter(f"{it.name}.{n}", Var(f"{it.name}.{n}"), e, it.kind) for n, e in enumerate(exts)]
+        # extents may be expressions of root axes (data-dependent); in the value of the old loop
+        # they must be in terms of loop variables like every root value
+        lexts = [simplify(substitute(e, nest.root_values)) for e in exts]
         value = new[0].var
         for n in range(1, len(new)):
-            value = value * exts[n] + new[n].var
+            value = value * lexts[n] + new[n].var
         m = {it.var: value}
         nest.root_values.update({a: simplify(substitute(v, m)) for a, v in nest.root_values.items()})
         nest.guards[:] = [simplify(substitute(g, m)) for g in nest.guards]

@@ -1,0 +1,162 @@
+"""Parallel loops for the CPU emitter: outline the loop body and launch it on the thread pool.
+
+A ``ForKind.PARALLEL`` loop ``parallel for v in [begin, begin + n): BODY`` becomes, in the kernel::
+
+    closure = {begin, buffer pointers..., enclosing loop variables...}   ; on the kernel's stack
+    tecomp_parallel_for(@K.parN, &closure, n)
+
+and two functions in the kernel's module:
+
+- ``internal void @K.parN(i64 lo, i64 hi, ptr closure)``, the entry the pool calls per chunk: it
+  loads the captured values and calls
+- ``internal void @K.parN.body(i64 lo, i64 hi, <captures>)``, which runs ``BODY`` for
+  ``v = begin + lo .. begin + hi - 1``. Captured buffers are ``noalias`` parameters here (they are
+  distinct arrays, as the kernel's own parameters are), so the body optimizes as the serial loop
+  would; LLVM inlines it into ``@K.parN``.
+
+The closure holds every value the body uses from outside: buffer base pointers (parameters and
+allocations of enclosing scopes), enclosing loop variables (also those in dynamic allocation shapes,
+which strides use). Loop bounds inside the body that load values are evaluated in the body through
+the captured pointers. Allocations inside the body stay per iteration, hence per thread. Only the
+outermost parallel loop of a nest is outlined; parallel loops inside it run serially.
+
+The pool itself (threads, chunking, waiting) is :mod:`.threadpool`; ``set_num_threads`` sets how many
+threads a launch uses.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ..ir.expr import Expr, Load, Var, walk
+from ..ir.loop import Allocate, For, ForKind, IfThenElse, Store, stmts
+from .llvm_expr import I32, I64, PTR, VOID, ident, reg_type
+from .threadpool import (ENTRY, default_num_threads, get_num_threads, runtime, set_num_threads,
+                         set_spin_time, shutdown, stats)
+
+__all__ = ["emit_parallel", "captures", "set_num_threads", "get_num_threads", "default_num_threads",
+           "set_spin_time", "shutdown", "stats", "ENTRY"]
+
+# emitter attributes that belong to the function being emitted (swapped while outlining)
+_FUNC_STATE = ("fn", "entry_builder", "start", "b", "vars", "bufs", "cache", "allocas")
+
+
+def captures(em, s: For) -> tuple:
+    """What the body of loop ``s`` uses from the scope the emitter ``em`` is in.
+
+    Returns
+    -------
+    (list of Buffer, list of Var)
+        Buffers bound in ``em.bufs`` and variables bound in ``em.vars`` (not ``s.var``) that the
+        body reads or writes, in order of first use.
+    """
+    bufs: dict = {}
+    vars_: dict = {}
+
+    def see_expr(e) -> None:
+        if not isinstance(e, Expr):
+            return
+        for x in walk(e):
+            if isinstance(x, Var):
+                vars_.setdefault(id(x), x)
+            elif isinstance(x, Load):
+                see_buf(x.buffer)
+
+    def see_buf(buf) -> None:
+        if buf not in bufs:
+            bufs[buf] = None
+            for d in buf.shape:  # dynamic shapes make strides depend on enclosing variables
+                see_expr(d)
+
+    for st in stmts(s.body):
+        if isinstance(st, For):
+            see_expr(st.begin)
+            see_expr(st.extent)
+        elif isinstance(st, Store):
+            see_buf(st.buffer)
+            for e in (*st.indices, st.value):
+                see_expr(e)
+        elif isinstance(st, IfThenElse):
+            see_expr(st.cond)
+        elif isinstance(st, Allocate):
+            see_buf(st.buffer)
+    cap_bufs = [b for b in bufs if b in em.bufs]
+    cap_vars = [v for k, v in vars_.items() if k in em.vars and v is not s.var]
+    return cap_bufs, cap_vars
+
+
+def emit_parallel(em, s: For) -> None:
+    """Emit the parallel loop ``s`` at the position of ``em`` (a ``StmtEmitter``): outline its body
+    and call the pool's ``tecomp_parallel_for``; inside an outlined body, emit a serial loop."""
+    if getattr(em, "_in_parallel", False):
+        em.counted_loop(s)  # nested parallelism runs serially inside the outer one's chunks
+        return
+    runtime()  # the entry must be a registered symbol before this module is JIT-compiled
+    b = em.b
+    vt = reg_type(s.var.dtype)
+    begin = em.int_to(em.stmt_expr(s.begin), s.begin.dtype, vt)
+    n = em.int_to(em.stmt_expr(s.extent), s.extent.dtype, I64)
+    cap_bufs, cap_vars = captures(em, s)
+    fields = [begin] + [em.bufs[x] for x in cap_bufs] + [em.vars[id(v)] for v in cap_vars]
+    ctype = ir.LiteralStructType([f.type for f in fields])
+    closure = em.entry_builder.alloca(ctype, name="closure")
+    closure.type = PTR  # llvmlite types an alloca as a typed pointer; the IR is opaque-pointer
+    for k, f in enumerate(fields):
+        b.store(f, b.gep(closure, [I32(0), I32(k)], inbounds=True, source_etype=ctype))
+    entry = _outline(em, s, ctype, cap_bufs, cap_vars)
+    b.call(em.declare(ENTRY, VOID, [PTR, PTR, I64]), [entry, closure, n])
+    em.cache = {}  # the body may have written memory that later expressions read
+
+
+def _outline(em, s: For, ctype: ir.LiteralStructType, cap_bufs: list, cap_vars: list) -> ir.Function:
+    """The chunk entry ``void (i64 lo, i64 hi, ptr closure)`` and the body function it calls."""
+    count = getattr(em, "_parallel_count", 0)
+    em._parallel_count = count + 1
+    name = f"{em.symbol}.par{count}"
+    vt = ctype.elements[0]
+    var_types = list(ctype.elements[1 + len(cap_bufs):])
+    body_fn = ir.Function(em.module, ir.FunctionType(VOID, [I64, I64, vt] + [PTR] * len(cap_bufs)
+                                                     + var_types), name=name + ".body")
+    body_fn.linkage = "internal"
+    body_fn.attributes.add("nounwind")
+    lo, hi, base = body_fn.args[:3]
+    lo.name, hi.name, base.name = "lo", "hi", "begin"
+    for arg, buf in zip(body_fn.args[3:], cap_bufs):
+        arg.name = ident(buf.name)
+        arg.add_attribute("noalias")
+    for arg, v in zip(body_fn.args[3 + len(cap_bufs):], cap_vars):
+        arg.name = ident(v.name)
+
+    entry = ir.Function(em.module, ir.FunctionType(VOID, [I64, I64, PTR]), name=name)
+    entry.linkage = "internal"
+    entry.attributes.add("nounwind")
+    for arg, nm in zip(entry.args, ("lo", "hi", "closure")):
+        arg.name = nm
+    eb = ir.IRBuilder(entry.append_basic_block("entry"))
+    loaded = [eb.load(eb.gep(entry.args[2], [I32(0), I32(k)], inbounds=True, source_etype=ctype),
+                      typ=t) for k, t in enumerate(ctype.elements)]
+    eb.call(body_fn, [entry.args[0], entry.args[1], *loaded])
+    eb.ret_void()
+
+    saved = {a: getattr(em, a) for a in _FUNC_STATE}
+    try:
+        em.fn = body_fn
+        em.entry_builder = ir.IRBuilder(body_fn.append_basic_block("entry"))
+        em.start = body_fn.append_basic_block("start")
+        em.b = ir.IRBuilder(em.start)
+        em.bufs = dict(zip(cap_bufs, body_fn.args[3:]))
+        em.vars = {id(v): a for v, a in zip(cap_vars, body_fn.args[3 + len(cap_bufs):])}
+        em.cache, em.allocas = {}, {}
+        em._in_parallel = True
+        # the chunk [lo, hi) of iteration numbers is the serial loop v in [begin + lo, begin + hi)
+        first, trip = Var("chunk_begin", s.var.dtype), Var("chunk_extent", s.var.dtype)
+        narrow = (lambda x: em.b.trunc(x, vt)) if vt.width < 64 else (lambda x: x)
+        em.vars[id(first)] = em.b.add(base, narrow(lo), flags=["nsw"])
+        em.vars[id(trip)] = narrow(em.b.sub(hi, lo, flags=["nsw"]))
+        em.counted_loop(For(s.var, first, trip, ForKind.SERIAL, s.body))
+        em.b.ret_void()
+        em.entry_builder.branch(em.start)
+    finally:
+        em._in_parallel = False
+        for a, v in saved.items():
+            setattr(em, a, v)
+    return entry

@@ -1,0 +1,475 @@
+"""The CPU thread pool that runs parallel loops, written in LLVM IR and JIT-compiled once per process.
+
+No C compiler is needed: the runtime below is LLVM IR text, compiled with the same MCJIT as the
+kernels. Its entry point ``void tecomp_parallel_for(ptr body, ptr closure, i64 n)`` is registered as
+a process symbol (``llvm.add_symbol``), so kernel modules simply declare and call it. It splits
+``[0, n)`` into ``min(threads, n)`` contiguous chunks, wakes one worker per chunk but the first,
+runs the first chunk itself and returns when every chunk is done; ``body(begin, end, closure)`` runs
+one chunk.
+
+Design:
+
+- Workers are native threads (``pthread_create`` from the JIT code, started lazily by the first
+  launch that needs them), one per core (``os.sched_getaffinity``) less the calling thread; they
+  never touch Python, so the kernel call (ctypes, GIL released) is all native.
+- Each worker waits on its own cache line: a ``go`` counter the launcher increments. Waiting spins
+  (``pause``) for :data:`SPIN_SECONDS`, then sleeps on a futex; a ``sleeping`` flag tells the waker
+  whether the futex wake syscall is needed (Dekker-style, sequentially consistent on both sides).
+  The launcher waits on the ``remaining`` counter the same way.
+- Only the workers that get a chunk are woken, and the launcher waits for all of them, so the job
+  descriptor is never overwritten while a worker can still read it.
+- One launch at a time: a launch takes a ``busy`` flag with compare-and-swap; a launch that finds it
+  taken (another Python thread's kernel, or a nested launch from inside a body) runs its whole range
+  serially instead of waiting, so the pool cannot deadlock.
+- :func:`shutdown` joins the workers (registered with ``atexit``, since the JIT code must not be
+  freed under running threads); a forked child resets the pool state and starts fresh workers.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import platform
+import threading
+
+import llvmlite.binding as llvm
+
+from .llvm_jit import LOCK, jit, triple_and_layout
+
+__all__ = ["ENTRY", "MAX_THREADS", "SPIN_SECONDS", "runtime", "set_num_threads", "get_num_threads",
+           "default_num_threads", "set_spin_time", "shutdown", "stats"]
+
+#: the symbol kernels call
+ENTRY = "tecomp_parallel_for"
+#: most threads a launch uses (the caller included)
+MAX_THREADS = 256
+#: how long a waiting worker (or launcher) spins before it sleeps on a futex
+SPIN_SECONDS = 1e-3
+
+# futex syscall numbers and the spin-wait hint instruction per architecture
+_ARCH = {"x86_64": (202, "pause"), "amd64": (202, "pause"), "aarch64": (98, "yield"),
+         "arm64": (98, "yield"), "riscv64": (98, ""), "ppc64le": (221, "or 27,27,27"),
+         "s390x": (238, "")}
+
+_IR = r"""
+@rt_workers = internal global [{MAXT} x [16 x i32]] zeroinitializer, align 64 ; [w] = go, sleeping
+@rt_threads = internal global [{MAXT} x i64] zeroinitializer, align 64
+@rt_busy = internal global i32 0, align 64
+@rt_started = internal global i64 0, align 64
+@rt_active = internal global i32 1, align 64
+@rt_shutdown = internal global i32 0, align 64
+@rt_closed = internal global i32 0, align 64
+@rt_spin_ns = internal global i64 1000000, align 64
+@rt_chunks_done = internal global i64 0, align 64
+@rt_job_fn = internal global ptr null, align 64
+@rt_job_cl = internal global ptr null, align 8
+@rt_job_n = internal global i64 0, align 8
+@rt_job_c = internal global i64 0, align 8
+@rt_remaining = internal global i32 0, align 64
+@rt_caller_sleeping = internal global i32 0, align 64
+
+declare i32 @pthread_create(ptr, ptr, ptr, ptr)
+declare i32 @pthread_join(i64, ptr)
+declare i64 @syscall(i64, ...)
+declare i32 @clock_gettime(i32, ptr)
+declare i32 @sched_yield()
+
+define internal i64 @rt_now() {{
+  %ts = alloca [2 x i64], align 8
+  %rc = call i32 @clock_gettime(i32 1, ptr %ts)
+  %s = load i64, ptr %ts, align 8
+  %p = getelementptr inbounds [2 x i64], ptr %ts, i64 0, i64 1
+  %ns = load i64, ptr %p, align 8
+  %a = mul i64 %s, 1000000000
+  %t = add i64 %a, %ns
+  ret i64 %t
+}}
+
+define internal void @rt_futex_wait(ptr %addr, i32 %val) {{
+  %v = zext i32 %val to i64
+  %r = call i64 (i64, ...) @syscall(i64 {SYS_FUTEX}, ptr %addr, i64 128, i64 %v, ptr null)
+  ret void
+}}
+
+define internal void @rt_futex_wake(ptr %addr) {{
+  %r = call i64 (i64, ...) @syscall(i64 {SYS_FUTEX}, ptr %addr, i64 129, i64 2147483647)
+  ret void
+}}
+
+; wait until *addr != val: spin for rt_spin_ns, then sleep on the futex with *sleeping set
+define internal void @rt_wait_ne(ptr %addr, i32 %val, ptr %sleeping) {{
+entry:
+  %spin = load atomic i64, ptr @rt_spin_ns monotonic, align 8
+  %t0 = call i64 @rt_now()
+  %deadline = add i64 %t0, %spin
+  br label %poll
+poll:
+  %i = phi i32 [ 0, %entry ], [ %i1, %pause ], [ %i1, %clock ]
+  %v = load atomic i32, ptr %addr acquire, align 4
+  %ne = icmp ne i32 %v, %val
+  br i1 %ne, label %done, label %relax
+relax:
+  call void asm sideeffect "{PAUSE}", "~{{memory}}"()
+  %i1 = add i32 %i, 1
+  %m = and i32 %i1, 255
+  %chk = icmp eq i32 %m, 0
+  br i1 %chk, label %clock, label %pause
+pause:
+  br label %poll
+clock:
+  %t = call i64 @rt_now()
+  %late = icmp sgt i64 %t, %deadline
+  br i1 %late, label %sleep, label %poll
+sleep:
+  store atomic i32 1, ptr %sleeping seq_cst, align 4
+  %v2 = load atomic i32, ptr %addr seq_cst, align 4
+  %ne2 = icmp ne i32 %v2, %val
+  br i1 %ne2, label %woken, label %block
+block:
+  call void @rt_futex_wait(ptr %addr, i32 %val)
+  br label %sleep
+woken:
+  store atomic i32 0, ptr %sleeping monotonic, align 4
+  br label %done
+done:
+  ret void
+}}
+
+; chunk w of c over [0, n): sizes differ by at most one
+define internal void @rt_run_chunk(ptr %fn, ptr %cl, i64 %n, i64 %c, i64 %w) {{
+  %q = udiv i64 %n, %c
+  %r = urem i64 %n, %c
+  %lt = icmp ult i64 %w, %r
+  %mn = select i1 %lt, i64 %w, i64 %r
+  %b0 = mul i64 %w, %q
+  %b = add i64 %b0, %mn
+  %ex = zext i1 %lt to i64
+  %len = add i64 %q, %ex
+  %e = add i64 %b, %len
+  call void %fn(i64 %b, i64 %e, ptr %cl)
+  ret void
+}}
+
+define internal ptr @rt_worker(ptr %arg) {{
+entry:
+  %w = ptrtoint ptr %arg to i64
+  %go = getelementptr inbounds [{MAXT} x [16 x i32]], ptr @rt_workers, i64 0, i64 %w, i64 0
+  %slp = getelementptr inbounds [{MAXT} x [16 x i32]], ptr @rt_workers, i64 0, i64 %w, i64 1
+  br label %loop
+loop:
+  %seen = phi i32 [ 0, %entry ], [ %g, %acked ]
+  call void @rt_wait_ne(ptr %go, i32 %seen, ptr %slp)
+  %g = load atomic i32, ptr %go acquire, align 4
+  %sd = load atomic i32, ptr @rt_shutdown acquire, align 4
+  %stop = icmp ne i32 %sd, 0
+  br i1 %stop, label %exit, label %work
+work:
+  %fn = load ptr, ptr @rt_job_fn, align 8
+  %cl = load ptr, ptr @rt_job_cl, align 8
+  %n = load i64, ptr @rt_job_n, align 8
+  %c = load i64, ptr @rt_job_c, align 8
+  call void @rt_run_chunk(ptr %fn, ptr %cl, i64 %n, i64 %c, i64 %w)
+  %cd = atomicrmw add ptr @rt_chunks_done, i64 1 monotonic
+  %r = atomicrmw sub ptr @rt_remaining, i32 1 seq_cst
+  %last = icmp eq i32 %r, 1
+  br i1 %last, label %check, label %acked
+check:
+  %cs = load atomic i32, ptr @rt_caller_sleeping seq_cst, align 4
+  %csb = icmp ne i32 %cs, 0
+  br i1 %csb, label %wake, label %acked
+wake:
+  call void @rt_futex_wake(ptr @rt_remaining)
+  br label %acked
+acked:
+  br label %loop
+exit:
+  ret ptr null
+}}
+
+; start workers 1 .. want (runs under the busy flag); returns how many are running
+define internal i64 @rt_ensure_workers(i64 %want) {{
+entry:
+  %st = load i64, ptr @rt_started, align 8
+  %closed = load atomic i32, ptr @rt_closed acquire, align 4
+  %isclosed = icmp ne i32 %closed, 0
+  %enough = icmp sge i64 %st, %want
+  %skip = or i1 %isclosed, %enough
+  br i1 %skip, label %out, label %spawn
+spawn:
+  %w = phi i64 [ %st, %entry ], [ %w1, %ok ]
+  %w1 = add i64 %w, 1
+  %go = getelementptr inbounds [{MAXT} x [16 x i32]], ptr @rt_workers, i64 0, i64 %w1, i64 0
+  %slp = getelementptr inbounds [{MAXT} x [16 x i32]], ptr @rt_workers, i64 0, i64 %w1, i64 1
+  store i32 0, ptr %go, align 4
+  store i32 0, ptr %slp, align 4
+  %tid = getelementptr inbounds [{MAXT} x i64], ptr @rt_threads, i64 0, i64 %w1
+  %arg = inttoptr i64 %w1 to ptr
+  %rc = call i32 @pthread_create(ptr %tid, ptr null, ptr @rt_worker, ptr %arg)
+  %failed = icmp ne i32 %rc, 0
+  br i1 %failed, label %out, label %ok
+ok:
+  store i64 %w1, ptr @rt_started, align 8
+  %more = icmp slt i64 %w1, %want
+  br i1 %more, label %spawn, label %out
+out:
+  %n = load i64, ptr @rt_started, align 8
+  ret i64 %n
+}}
+
+define void @{ENTRY}(ptr %fn, ptr %cl, i64 %n) {{
+entry:
+  %pos = icmp sgt i64 %n, 0
+  br i1 %pos, label %check, label %ret
+check:
+  %a32 = load atomic i32, ptr @rt_active monotonic, align 4
+  %a = sext i32 %a32 to i64
+  %small = icmp slt i64 %n, %a
+  %c0 = select i1 %small, i64 %n, i64 %a
+  %one = icmp sle i64 %c0, 1
+  br i1 %one, label %serial, label %lock
+lock:
+  %x = cmpxchg ptr @rt_busy, i32 0, i32 1 acquire monotonic
+  %got = extractvalue {{ i32, i1 }} %x, 1
+  br i1 %got, label %start, label %serial
+start:
+  %am1 = sub i64 %a, 1
+  %st = call i64 @rt_ensure_workers(i64 %am1)
+  %avail = add i64 %st, 1
+  %lt = icmp slt i64 %c0, %avail
+  %c = select i1 %lt, i64 %c0, i64 %avail
+  %one2 = icmp sle i64 %c, 1
+  br i1 %one2, label %unlock_serial, label %post
+unlock_serial:
+  store atomic i32 0, ptr @rt_busy release, align 4
+  br label %serial
+post:
+  store ptr %fn, ptr @rt_job_fn, align 8
+  store ptr %cl, ptr @rt_job_cl, align 8
+  store i64 %n, ptr @rt_job_n, align 8
+  store i64 %c, ptr @rt_job_c, align 8
+  %cm1 = sub i64 %c, 1
+  %cm1w = trunc i64 %cm1 to i32
+  store atomic i32 %cm1w, ptr @rt_remaining seq_cst, align 4
+  br label %bump
+bump:
+  %w = phi i64 [ 1, %post ], [ %w1, %bumped ]
+  %go = getelementptr inbounds [{MAXT} x [16 x i32]], ptr @rt_workers, i64 0, i64 %w, i64 0
+  %slp = getelementptr inbounds [{MAXT} x [16 x i32]], ptr @rt_workers, i64 0, i64 %w, i64 1
+  %g = load atomic i32, ptr %go monotonic, align 4
+  %g1 = add i32 %g, 1
+  store atomic i32 %g1, ptr %go seq_cst, align 4
+  %s = load atomic i32, ptr %slp seq_cst, align 4
+  %sb = icmp ne i32 %s, 0
+  br i1 %sb, label %wake, label %bumped
+wake:
+  call void @rt_futex_wake(ptr %go)
+  br label %bumped
+bumped:
+  %w1 = add i64 %w, 1
+  %more = icmp slt i64 %w1, %c
+  br i1 %more, label %bump, label %own
+own:
+  call void @rt_run_chunk(ptr %fn, ptr %cl, i64 %n, i64 %c, i64 0)
+  br label %wait
+wait:
+  %rem = load atomic i32, ptr @rt_remaining acquire, align 4
+  %z = icmp eq i32 %rem, 0
+  br i1 %z, label %unlock, label %sleep
+sleep:
+  call void @rt_wait_ne(ptr @rt_remaining, i32 %rem, ptr @rt_caller_sleeping)
+  br label %wait
+unlock:
+  store atomic i32 0, ptr @rt_busy release, align 4
+  br label %ret
+serial:
+  call void %fn(i64 0, i64 %n, ptr %cl)
+  br label %ret
+ret:
+  ret void
+}}
+
+define void @tecomp_pool_set(i32 %active, i64 %spin_ns) {{
+  store atomic i32 %active, ptr @rt_active monotonic, align 4
+  store atomic i64 %spin_ns, ptr @rt_spin_ns monotonic, align 8
+  ret void
+}}
+
+define i64 @tecomp_pool_stats(i32 %what) {{
+  %is0 = icmp eq i32 %what, 0
+  %st = load i64, ptr @rt_started, align 8
+  %cd = load atomic i64, ptr @rt_chunks_done monotonic, align 8
+  %r = select i1 %is0, i64 %st, i64 %cd
+  ret i64 %r
+}}
+
+; join every worker; with final != 0 no worker is started again (launches then run serially)
+define void @tecomp_pool_shutdown(i32 %final) {{
+entry:
+  br label %acquire
+acquire:
+  %x = cmpxchg ptr @rt_busy, i32 0, i32 1 acquire monotonic
+  %got = extractvalue {{ i32, i1 }} %x, 1
+  br i1 %got, label %signal, label %yield
+yield:
+  %y = call i32 @sched_yield()
+  br label %acquire
+signal:
+  store atomic i32 %final, ptr @rt_closed release, align 4
+  store atomic i32 1, ptr @rt_shutdown seq_cst, align 4
+  %st = load i64, ptr @rt_started, align 8
+  %any = icmp sgt i64 %st, 0
+  br i1 %any, label %bump, label %done
+bump:
+  %w = phi i64 [ 1, %signal ], [ %w1, %bump ]
+  %go = getelementptr inbounds [{MAXT} x [16 x i32]], ptr @rt_workers, i64 0, i64 %w, i64 0
+  %g = load atomic i32, ptr %go monotonic, align 4
+  %g1 = add i32 %g, 1
+  store atomic i32 %g1, ptr %go seq_cst, align 4
+  call void @rt_futex_wake(ptr %go)
+  %w1 = add i64 %w, 1
+  %more = icmp sle i64 %w1, %st
+  br i1 %more, label %bump, label %join
+join:
+  %j = phi i64 [ 1, %bump ], [ %j1, %join ]
+  %tid = getelementptr inbounds [{MAXT} x i64], ptr @rt_threads, i64 0, i64 %j
+  %t = load i64, ptr %tid, align 8
+  %rc = call i32 @pthread_join(i64 %t, ptr null)
+  %j1 = add i64 %j, 1
+  %jmore = icmp sle i64 %j1, %st
+  br i1 %jmore, label %join, label %done
+done:
+  store i64 0, ptr @rt_started, align 8
+  store atomic i32 0, ptr @rt_shutdown seq_cst, align 4
+  store atomic i32 0, ptr @rt_busy release, align 4
+  ret void
+}}
+
+; in a forked child: the workers did not survive the fork
+define void @tecomp_pool_after_fork() {{
+  store i64 0, ptr @rt_started, align 8
+  store atomic i32 0, ptr @rt_shutdown seq_cst, align 4
+  store atomic i32 0, ptr @rt_busy seq_cst, align 4
+  ret void
+}}
+"""
+
+
+class _Runtime:
+    """The JIT-compiled pool: its engine (kept alive for the process) and ctypes entry points."""
+
+    def __init__(self):
+        sys_futex, pause = _ARCH[platform.machine().lower()]
+        triple, layout = triple_and_layout()
+        text = (f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'
+                + _IR.format(MAXT=MAX_THREADS, SYS_FUTEX=sys_futex, PAUSE=pause, ENTRY=ENTRY))
+        _, self.engine, self.address = jit(text, ENTRY, 2)
+        fn = self.engine.get_function_address
+        self.set = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int64)(fn("tecomp_pool_set"))
+        self.stats = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32)(fn("tecomp_pool_stats"))
+        self.shutdown = ctypes.CFUNCTYPE(None, ctypes.c_int32)(fn("tecomp_pool_shutdown"))
+        self.after_fork = ctypes.CFUNCTYPE(None)(fn("tecomp_pool_after_fork"))
+        self.threads = default_num_threads()
+        self.spin = SPIN_SECONDS
+        self.push()
+
+    def push(self) -> None:
+        self.set(self.threads, int(self.spin * 1e9))
+
+
+_RT: _Runtime | None = None
+_RT_LOCK = threading.Lock()
+
+
+def default_num_threads() -> int:
+    """Threads a parallel loop uses by default: ``TECOMP_NUM_THREADS`` if set, else the cores this
+    process may run on (``os.sched_getaffinity``), at most :data:`MAX_THREADS`."""
+    env = os.environ.get("TECOMP_NUM_THREADS")
+    if env:
+        n = int(env)
+    elif hasattr(os, "sched_getaffinity"):
+        n = len(os.sched_getaffinity(0))
+    else:
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_THREADS))
+
+
+def runtime() -> _Runtime:
+    """The pool runtime, JIT-compiled on first use; registers :data:`ENTRY` as a process symbol so
+    that kernel modules compiled afterwards resolve their calls to it.
+
+    Raises
+    ------
+    NotImplementedError
+        On an architecture whose futex syscall number is not known here.
+    """
+    global _RT
+    if _RT is not None:
+        return _RT
+    with LOCK, _RT_LOCK:
+        if _RT is None:
+            if platform.machine().lower() not in _ARCH:
+                raise NotImplementedError(f"parallel loops: no thread pool for architecture "
+                                          f"{platform.machine()!r}")
+            rt = _Runtime()
+            llvm.add_symbol(ENTRY, rt.address)
+            atexit.register(_at_exit)
+            if hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=_after_fork)
+            _RT = rt
+    return _RT
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads (the calling thread included) for parallel loops from now on.
+
+    Parameters
+    ----------
+    n : int
+        1 runs parallel loops serially; at most :data:`MAX_THREADS`. Workers are started lazily by
+        the first launch that needs them and stay alive (idle workers sleep).
+    """
+    n = int(n)
+    if not 1 <= n <= MAX_THREADS:
+        raise ValueError(f"set_num_threads: n must be in [1, {MAX_THREADS}], got {n}")
+    rt = runtime()
+    rt.threads = n
+    rt.push()
+
+
+def get_num_threads() -> int:
+    """The number of threads parallel loops use (the calling thread included)."""
+    return runtime().threads
+
+
+def set_spin_time(seconds: float) -> None:
+    """How long an idle worker (or a waiting launcher) spins before it sleeps on a futex; longer
+    spinning makes back-to-back launches cheaper and burns more CPU between them."""
+    if not seconds >= 0:
+        raise ValueError(f"set_spin_time: seconds must be >= 0, got {seconds}")
+    rt = runtime()
+    rt.spin = float(seconds)
+    rt.push()
+
+
+def stats() -> dict:
+    """``{"workers": running worker threads, "worker_chunks": chunks run by workers so far}``."""
+    rt = runtime()
+    return {"workers": rt.stats(0), "worker_chunks": rt.stats(1)}
+
+
+def shutdown() -> None:
+    """Stop and join the worker threads (waiting for a running launch first); the next launch that
+    needs workers starts them again."""
+    if _RT is not None:
+        _RT.shutdown(0)
+
+
+def _at_exit() -> None:
+    # the JIT code must not be freed under running workers: join them, and start no more
+    if _RT is not None:
+        _RT.shutdown(1)
+
+
+def _after_fork() -> None:
+    if _RT is not None:
+        _RT.after_fork()

@@ -1,0 +1,67 @@
+"""Random legal schedules for property tests.
+
+:func:`random_steps` applies ``n`` random steps to a Schedule; choices come from ``pick(n)`` (an
+integer in ``[0, n)``, e.g. drawn by hypothesis) so that failing cases shrink. Steps the state
+rejects (ScheduleError) are skipped: the result is always a legal schedule.
+"""
+from __future__ import annotations
+
+from ..schedule import Schedule, ScheduleError
+from ..schedule.state import Annotation, ComputeLocation
+
+__all__ = ["random_steps"]
+
+_ACTIONS = ("split", "split", "split", "fuse", "reorder", "annotate", "annotate", "inline",
+            "compute_at", "compute_at", "root", "cache_write")
+
+
+def random_steps(s: Schedule, pick, n: int) -> Schedule:
+    for _ in range(n):
+        stages = [k for k, st in enumerate(s.state.stages)
+                  if not st.is_placeholder and st.location is not ComputeLocation.INLINE]
+        if not stages:
+            break
+        sid = stages[pick(len(stages))]
+        stage = s.state.stages[sid]
+        h = s[stage.tensor]
+        loops = h.loops
+        action = _ACTIONS[pick(len(_ACTIONS))]
+        try:
+            if action == "split" and loops:
+                it = loops[pick(len(loops))]
+                if pick(4) == 0:
+                    h.split(it, lengths=[1 + pick(4), 1 + pick(4)])
+                elif pick(2):
+                    h.split(it, factor=1 + pick(7))
+                else:
+                    h.split(it, nparts=1 + pick(5))
+            elif action == "fuse" and len(loops) > 1:
+                p = pick(len(loops) - 1)
+                h.fuse(loops[p], loops[p + 1])
+            elif action == "reorder" and len(loops) > 1:
+                order = list(loops)
+                for k in range(len(order) - 1, 0, -1):  # Fisher-Yates from picks
+                    m = pick(k + 1)
+                    order[k], order[m] = order[m], order[k]
+                h.reorder(*order)
+            elif action == "annotate" and loops:
+                it = loops[pick(len(loops))]
+                ann = (Annotation.PARALLEL, Annotation.VECTORIZE, Annotation.UNROLL)[pick(3)]
+                {Annotation.PARALLEL: h.parallel, Annotation.VECTORIZE: h.vectorize,
+                 Annotation.UNROLL: h.unroll}[ann](it)
+            elif action == "inline":
+                h.compute_inline()
+            elif action == "compute_at":
+                readers = s.state.readers(sid)
+                if readers:
+                    r = s[s.state.stages[readers[pick(len(readers))]].tensor]
+                    rl = r.loops
+                    if rl:
+                        h.compute_at(r, rl[pick(len(rl))])
+            elif action == "root":
+                h.compute_root()
+            elif action == "cache_write":
+                s.cache_write(stage.tensor, ("local", "global")[pick(2)])
+        except ScheduleError:
+            pass
+    return s
