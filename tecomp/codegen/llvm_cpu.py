@@ -20,6 +20,7 @@ from ..ir.loop import (Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Se
                        verify)
 from .llvm_expr import I1, I8, I64, PTR, VOID, ExprEmitter, dispatch, ident, mem_type, reg_type
 from .llvm_jit import LOCK, assembly, ensure_init, host_cpu, jit, triple_and_layout
+from .llvm_vector import emit_vector_loop
 from .parallel import emit_parallel
 
 __all__ = ["CompiledCPU", "compile_cpu", "emit_module", "host_cpu"]
@@ -145,7 +146,10 @@ class StmtEmitter(ExprEmitter):
         emit_parallel(self, s)  # outlined and run on the thread pool (.parallel)
 
     def loop_vectorized(self, s: For) -> None:
-        self.counted_loop(s, ["llvm.loop.vectorize.enable", I1(1)])
+        # vector instructions of the host's width (.llvm_vector); when the body cannot be vectorized
+        # exactly, the scalar loop with LLVM's vectorize hint
+        if not emit_vector_loop(self, s):
+            self.counted_loop(s, ["llvm.loop.vectorize.enable", I1(1)])
 
     def loop_unrolled(self, s: For) -> None:
         if isinstance(s.extent, Const) and s.extent.value <= MAX_EMIT_UNROLL:

@@ -47,7 +47,8 @@ def register_bits() -> int:
 # ----------------------------------------------------------------------------- analysis
 
 def _uses(e: Expr, vs) -> bool:
-    return any(isinstance(x, Var) and x in vs for x in walk(e))
+    ids = {id(v) for v in vs}
+    return any(isinstance(x, Var) and id(x) in ids for x in walk(e))
 
 
 def access_form(buf, indices, lane: Var):
@@ -245,10 +246,11 @@ class VectorEmitter(ExprEmitter):
             self._varying[k] = r
         return r
 
-    def form(self, e: Load):
-        f = self._forms.get(id(e))
-        if f is None:
-            f = self._forms[id(e)] = (e, access_form(e.buffer, e.indices, self.lane)[1])
+    def stride(self, buf, indices) -> int | None:
+        k = (id(buf), id(indices))
+        f = self._forms.get(k)
+        if f is None:  # the entry keeps the indices alive, so their id stays theirs
+            f = self._forms[k] = (indices, access_form(buf, indices, self.lane)[1])
         return f[1]
 
     def and_mask(self, m: ir.Value) -> ir.Value:
@@ -301,11 +303,10 @@ class VectorEmitter(ExprEmitter):
         return self.splat(super().const(e))
 
     def load(self, e: Load) -> ir.Value:
-        t, stride = e.buffer.dtype, self.form(e)
+        t, stride = e.buffer.dtype, self.stride(e.buffer, e.indices)
         mt = mem_type(t)
         if not self.varying(e):  # invariant address under a mask: load once if any lane is active
-            v = self.splat(self.guarded_scalar_load(e))
-            return v
+            return self.splat(self.guarded_scalar_load(e))
         idx_loads = any(self.has_load(ix) for ix in e.indices)
         if stride == 1 and (self.mask is None or not idx_loads):
             ptr = self.owner.address(e.buffer, e.indices)  # at lane 0 of the chunk
@@ -360,8 +361,8 @@ class VectorEmitter(ExprEmitter):
         outer = self.mask
         self.mask = self.and_mask(m)
         t = self.expr(e.t)
-        self.mask = self.and_mask(self.raw.not_(m)) if outer is None else \
-            self.raw.and_(outer, self.raw.not_(m))
+        self.mask = outer
+        self.mask = self.and_mask(self.raw.not_(m))
         f = self.expr(e.f)
         self.mask = outer
         return self.b.select(m, t, f)
@@ -406,7 +407,7 @@ class VectorEmitter(ExprEmitter):
         v = self.expr(s.value)
         if t.is_bool:
             v = self.b.zext(v, I8)
-        stride = access_form(s.buffer, s.indices, self.lane)[1]
+        stride = self.stride(s.buffer, s.indices)
         idx_loads = any(self.has_load(ix) for ix in s.indices)
         if stride == 1 and (self.mask is None or not idx_loads):
             ptr = self.owner.address(s.buffer, s.indices)
@@ -438,8 +439,8 @@ class VectorEmitter(ExprEmitter):
         self.mask = self.and_mask(m)
         self.stmt(s.then)
         if s.else_ is not None:
-            notm = self.raw.not_(m)
-            self.mask = notm if outer is None else self.raw.and_(outer, notm)
+            self.mask = outer
+            self.mask = self.and_mask(self.raw.not_(m))
             self.stmt(s.else_)
         self.mask = outer
 
@@ -467,7 +468,6 @@ class VectorEmitter(ExprEmitter):
     def chunk(self, n: int, base: ir.Value) -> None:
         """The body for lanes ``base .. base + n - 1``, all active."""
         self.n, self.mask = n, None
-        self._forms_ok = None
         vt = reg_type(self.lane.dtype)
         self.lane_vec = self.raw.add(self.splat(base), ir.Constant(vtype(vt, n), list(range(n))))
         self.vars[id(self.lane)] = base  # the owner computes unit-stride addresses at lane 0

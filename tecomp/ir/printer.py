@@ -5,6 +5,9 @@ from .expr import (BinOp, Cast, Const, Expr, Load, Reduce, Select, TensorRead, U
 from .loop import Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
 
 
+_NAMES: dict = {}  # display names of loop variables while a function prints (id -> name)
+
+
 def expr_str(e: Expr) -> str:
     if isinstance(e, Const):
         if e.dtype.is_bool:
@@ -14,7 +17,7 @@ def expr_str(e: Expr) -> str:
             return s if e.dtype.bits == 64 else f"{s}{'h' if e.dtype.bits == 16 else 'f'}"
         return str(e.value) if e.dtype.bits == 64 else f"({e.dtype}){e.value}"
     if isinstance(e, Var):
-        return e.name
+        return _NAMES.get(id(e), e.name)
     if isinstance(e, BinOp):
         if e.op.value in ("min", "max"):
             return f"{e.op.value}({expr_str(e.a)}, {expr_str(e.b)})"
@@ -47,13 +50,14 @@ def _stmt(s: Stmt, ind: int, out: list) -> None:
     pad = "  " * ind
     if isinstance(s, For):
         if s.kind is ForKind.THREAD_BOUND:
-            head = f"{pad}bind {s.var.name} = {s.thread.value} in [0, {expr_str(s.extent)})"
+            head = f"{pad}bind {expr_str(s.var)} = {s.thread.value} in [0, {expr_str(s.extent)})"
         else:
             lo = expr_str(s.begin)
             hi = f"{lo} + {expr_str(s.extent)}" if not (isinstance(s.begin, Const) and s.begin.value == 0) \
                 else expr_str(s.extent)
             kind = "" if s.kind is ForKind.SERIAL else f"{s.kind.value} "
-            head = f"{pad}{kind}for ({s.var.name} = {lo}; {s.var.name} < {hi}; ++{s.var.name})"
+            v = expr_str(s.var)
+            head = f"{pad}{kind}for ({v} = {lo}; {v} < {hi}; ++{v})"
         prag = "".join(f"  // pragma {k}={v}" for k, v in s.pragmas)
         out.append(f"{head} {{{prag}")
         _stmt(s.body, ind + 1, out)
@@ -82,5 +86,19 @@ def _stmt(s: Stmt, ind: int, out: list) -> None:
 
 
 def func_str(f: PrimFunc) -> str:
+    """The function as C-like text; loop variables that share a name get ``_1``, ``_2`` suffixes."""
+    from .loop import stmts
     params = ", ".join(f"{b.dtype} {b.name}[{']['.join(map(str, b.shape))}]" for b in f.params)
-    return f"void {f.name}({params}) {{\n{stmt_str(f.body, 1)}\n}}"
+    seen: dict = {}
+    names = {}
+    for st in stmts(f.body):
+        if isinstance(st, For) and id(st.var) not in names:
+            n = seen.get(st.var.name, 0)
+            seen[st.var.name] = n + 1
+            names[id(st.var)] = st.var.name if n == 0 else f"{st.var.name}_{n}"
+    _NAMES.clear()
+    _NAMES.update(names)
+    try:
+        return f"void {f.name}({params}) {{\n{stmt_str(f.body, 1)}\n}}"
+    finally:
+        _NAMES.clear()
