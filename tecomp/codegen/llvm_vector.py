@@ -79,7 +79,7 @@ def vector_plan(s: For, reg_bits: int | None = None):
     lane, inner = s.var, set()
     accesses: dict = {}  # buffer -> [(indices, is_store)]
     try:
-        _scan(s.body, lane, inner, False, accesses)
+        _scan(s.body, lane, inner, accesses)
         for buf, acc in accesses.items():
             if any(w for _, w in acc):
                 _check_private(buf, acc, lane, inner, s.extent.value)
@@ -90,7 +90,7 @@ def vector_plan(s: For, reg_bits: int | None = None):
     return max(1, min(lanes, s.extent.value)), None
 
 
-def _scan(st: Stmt, lane, inner: set, masked: bool, accesses: dict) -> None:
+def _scan(st: Stmt, lane, inner: set, accesses: dict) -> None:
     def see(e: Expr):
         for x in walk(e):
             if isinstance(x, Load):
@@ -98,14 +98,13 @@ def _scan(st: Stmt, lane, inner: set, masked: bool, accesses: dict) -> None:
 
     if isinstance(st, Seq):
         for c in st.stmts:
-            _scan(c, lane, inner, masked, accesses)
+            _scan(c, lane, inner, accesses)
     elif isinstance(st, Store):
         accesses.setdefault(st.buffer, []).append((st.indices, True))
         for e in (*st.indices, st.value):
             see(e)
     elif isinstance(st, IfThenElse):
         see(st.cond)
-        m = masked or _uses(st.cond, (lane,))
         for c in st.children():
             _scan(c, lane, inner, m, accesses)
     elif isinstance(st, For):
@@ -114,11 +113,9 @@ def _scan(st: Stmt, lane, inner: set, masked: bool, accesses: dict) -> None:
         for e in (st.begin, st.extent):
             if _uses(e, (lane,)):
                 raise _NotVectorizable(f"bounds of loop '{st.var.name}' depend on the lane")
-            if masked and any(isinstance(x, Load) for x in walk(e)):
-                raise _NotVectorizable(f"bounds of loop '{st.var.name}' load under a lane mask")
             see(e)
         inner.add(st.var)
-        _scan(st.body, lane, inner, masked, accesses)
+        _scan(st.body, lane, inner, accesses)
     else:  # allocations (per-lane storage), barriers, anything new
         raise _NotVectorizable(f"{type(st).__name__} inside")
 
@@ -446,8 +443,17 @@ class VectorEmitter(ExprEmitter):
 
     def inner_loop(self, s: For) -> None:
         """A loop inside the vectorized one: a scalar loop whose body is vector code."""
-        from .llvm_cpu import MAX_EMIT_UNROLL
         self.reset()
+        if self.mask is not None and (self.has_load(s.begin) or self.has_load(s.extent)):
+            # bounds that load (sparse rows) are read only when some lane runs the loop
+            with self.raw.if_then(self.any_lane()):
+                self.scalar_loop(s)
+            self.reset()
+        else:
+            self.scalar_loop(s)
+
+    def scalar_loop(self, s: For) -> None:
+        from .llvm_cpu import MAX_EMIT_UNROLL
         owner, vt = self.owner, reg_type(s.var.dtype)
         begin = owner.int_to(owner.expr(s.begin), s.begin.dtype, vt)
         if s.kind is ForKind.UNROLLED and isinstance(s.extent, Const) \

@@ -1,12 +1,13 @@
 """tecomp.schedule: schedules as replayable step lists, bound inference and lowering to loop IR."""
 from ..ir.dag import ComputeDAG
 from . import compute_steps as _compute_steps  # registers the compute-location and cache steps
+from . import rfactor as _rfactor  # registers rfactor
 from .lower import lower_default, lower_state
 from .schedule import IterHandle, Schedule, StageHandle
 from .state import Annotation, ComputeLocation, ScheduleError, State
 from .steps import STEP_KINDS, Step, step_from_record
 
-del _compute_steps
+del _compute_steps, _rfactor
 
 
 def lower(sched):

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..ir import dtype as dt
-from ..ir.expr import Const, IterKind, IterVar, Reduce, TensorRead, transform
+from ..ir.expr import Const, IterKind, IterVar, Reduce, TensorRead, select, transform
 from ..ir.tensor import ComputeOp, Tensor
 from .inline import effective_readers
 from .state import ComputeLocation, ScheduleError, StageState, State
@@ -172,11 +172,18 @@ class CacheWriteStep(Step):
 @dataclass(frozen=True)
 class CacheReadStep(Step):
     """Copy the stage's tensor into a new buffer of ``scope`` (a new stage ``NAME.scope`` placed right
-    after it) and make the given readers read the copy."""
+    after it) and make the given readers read the copy.
+
+    ``pack = (dim, factor)`` stores the copy in a packed layout: dimension ``dim`` is split by
+    ``factor``, its outer part becomes the outermost dimension and its inner part the innermost
+    (``B[K, N]`` with ``(1, 16)`` -> ``[ceil(N/16), K, 16]``), so that a tile of ``factor`` columns is
+    contiguous. Elements past the end of a non-divisible ``dim`` are zero.
+    """
     code: ClassVar[str] = "CHR"
     stage_id: int
     scope: str
     reader_ids: tuple
+    pack: tuple = ()
 
     def apply(self, state):
         if not 0 <= self.stage_id < len(state.stages):
@@ -192,13 +199,11 @@ class CacheReadStep(Step):
             if not any(t is src.tensor for t in rs.op.inputs):
                 raise ScheduleError(f"cache_read: '{rs.name}' does not read '{src.name}'")
         t = src.tensor
-        axes = _fresh_axes(t.shape, src.op)
-        op = ComputeOp(f"{src.name}.{self.scope}", axes, t[axes] if axes else t[()])
-        cache = Tensor(op, t.shape, t.dtype, op.name)
+        cache, to_cache = self._cache(t, src)
 
         def swap(x):
             if isinstance(x, TensorRead) and x.tensor is t:
-                return TensorRead(cache, tuple(transform(i, swap) for i in x.indices))
+                return TensorRead(cache, to_cache(tuple(transform(i, swap) for i in x.indices)))
             return None
         for r in self.reader_ids:
             rs = state.stages[r]
@@ -209,10 +214,40 @@ class CacheReadStep(Step):
             rs.op = ComputeOp(o.name, o.axes, body, out_index=o.out_index if o.is_ragged else None,
                               checks=o.checks, tag=o.tag)
             rs.invalidate()
-        new = StageState(cache, op)
+        new = StageState(cache, cache.op)
         new.scope = self.scope
         _insert_stage(state, self.stage_id + 1, new)
 
+    def _cache(self, t, src):
+        """The cache tensor and the map from indices of ``t`` to indices of the cache."""
+        name = f"{src.name}.{self.scope}"
+        if not self.pack:
+            axes = _fresh_axes(t.shape, src.op)
+            op = ComputeOp(name, axes, t[axes] if axes else t[()])
+            return Tensor(op, t.shape, t.dtype, name), lambda idx: idx
+        if len(self.pack) != 2:
+            raise ScheduleError(f"cache_read of '{src.name}': pack must be (dim, factor)")
+        d, f = self.pack
+        if not 0 <= d < t.ndim or not isinstance(f, int) or f < 1:
+            raise ScheduleError(f"cache_read of '{src.name}': cannot pack dimension {d} by {f} "
+                                f"(rank {t.ndim})")
+        n = t.shape[d]
+        rest = [x for k, x in enumerate(t.shape) if k != d]
+        shape = (-(-n // f),) + tuple(rest) + (f,)
+        axes = _fresh_axes(shape)
+        orig = list(axes[1:-1])
+        orig.insert(d, axes[0] * f + axes[-1])
+        value = t[tuple(orig)]
+        if n % f:
+            value = select(axes[0] * f + axes[-1] < n, value, Const(0, t.dtype).value)
+        op = ComputeOp(name, axes, value)
+
+        def to_cache(idx):
+            rest_idx = tuple(i for k, i in enumerate(idx) if k != d)
+            return (idx[d] // f,) + rest_idx + (idx[d] % f,)
+        return Tensor(op, shape, t.dtype, name), to_cache
+
     def python(self, state):
         readers = ", ".join(f"s[{_sname(state, r)}]" for r in self.reader_ids)
-        return f"s.cache_read({_sname(state, self.stage_id)}, {self.scope!r}, [{readers}])"
+        pack = f", pack={tuple(self.pack)}" if self.pack else ""
+        return f"s.cache_read({_sname(state, self.stage_id)}, {self.scope!r}, [{readers}]{pack})"

@@ -171,12 +171,24 @@ class Schedule:
         self._apply(CacheWriteStep(sid, scope))
         return self.state.stages[sid].tensor
 
-    def cache_read(self, tensor, scope: str, readers) -> Tensor:
-        """Copy ``tensor`` into a ``scope`` buffer read by ``readers``; returns the cache tensor."""
+    def cache_read(self, tensor, scope: str, readers, pack=None) -> Tensor:
+        """Copy ``tensor`` into a ``scope`` buffer read by ``readers``; returns the cache tensor.
+        ``pack=(dim, factor)`` stores the copy packed (see :class:`CacheReadStep`)."""
         sid = self.state.stage_index(_key(tensor))
         rids = tuple(self.state.stage_index(_key(r)) for r in readers)
-        self._apply(CacheReadStep(sid, scope, rids))
+        self._apply(CacheReadStep(sid, scope, rids, tuple(pack) if pack else ()))
         return self.state.stages[sid + 1].tensor
+
+    def rfactor(self, tensor, loop, factor_axis: int | None = None) -> Tensor:
+        """Factor reduction ``loop`` of ``tensor``'s stage out into a new stage of partial results
+        (returned), with that loop as a spatial axis at ``factor_axis`` (default: innermost)."""
+        from .rfactor import RfactorStep
+        h = self[tensor]
+        sid = h.index
+        n_axes = len(self.state.stages[sid].op.axes)
+        pos = n_axes if factor_axis is None else factor_axis
+        self._apply(RfactorStep(sid, h._iid(loop), pos))
+        return self.state.stages[sid].tensor
 
     def lower(self):
         """The loop IR of this schedule."""

@@ -1,0 +1,89 @@
+"""rfactor: turn one piece of a reduction into a spatial axis of a new stage of partial results."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..ir import dtype as dt
+from ..ir.expr import (Const, IterKind, IterVar, Reduce, free_vars, select,
+                       simplify, substitute)
+from ..ir.tensor import ComputeOp, Tensor
+from .compute_steps import _insert_stage
+from .state import ComputeLocation, ScheduleError, StageState
+from .steps import Step, _iname, _iter, _register, _sname, _stage
+
+__all__ = ["RfactorStep"]
+
+
+@_register
+@dataclass(frozen=True)
+class RfactorStep(Step):
+    """Reduction loop ``iter_id`` (a root reduction axis or a split piece of one) becomes a spatial
+    axis, at position ``factor_iter_id`` among the spatial axes, of a new stage ``NAME.rf`` holding
+    partial reductions; the stage then reduces over that axis of ``NAME.rf``. The stage's loops
+    restart from its new natural order."""
+    code: ClassVar[str] = "RF"
+    stage_id: int
+    iter_id: int
+    factor_iter_id: int
+
+    def apply(self, state):
+        s = _stage(state, self.stage_id, "rfactor")
+        it = _iter(s, self.iter_id, "rfactor")
+        op = s.op
+        if not isinstance(op.body, Reduce) or op.is_ragged:
+            raise ScheduleError(f"rfactor: '{s.name}' is not a reduction over a rectangular domain")
+        if it.kind is not IterKind.REDUCE or it.const_extent is None:
+            raise ScheduleError(f"rfactor: loop '{it.name}' of '{s.name}' is not a reduction loop "
+                                f"of constant extent")
+        if s.location is not ComputeLocation.ROOT:
+            raise ScheduleError(f"rfactor: '{s.name}' must be computed at root")
+        if not 0 <= self.factor_iter_id <= len(op.axes):
+            raise ScheduleError(f"rfactor: factor axis position {self.factor_iter_id} out of range")
+        nest = s.nest()
+        def uses(e, var):
+            return any(v is var for v in free_vars(e))
+        owners = [a for a in op.reduce_axes if uses(nest.root_values[a], it.var)]
+        if len(owners) != 1:
+            raise ScheduleError(f"rfactor: loop '{it.name}' does not come from one reduction axis")
+        axis = owners[0]
+        pieces = [i for i in nest.iters if uses(nest.root_values[axis], i.var)]
+        if any(p.const_extent is None for p in pieces):
+            raise ScheduleError(f"rfactor: reduction axis '{axis.name}' has a data-dependent extent")
+        # new iteration variables: the factor piece is spatial, the other pieces reduce
+        kf = IterVar(f"{it.name}.f", Const(0, dt.INDEX), Const(it.const_extent, dt.INDEX),
+                     IterKind.SPATIAL)
+        rvars = {p.var: IterVar(p.name, Const(0, dt.INDEX), Const(p.const_extent, dt.INDEX),
+                                IterKind.REDUCE) for p in pieces if p is not it}
+        m = {it.var: kf, **rvars}
+        value = simplify(substitute(nest.root_values[axis], m))
+        red = op.body
+        source = substitute(red.source, {axis: value})
+        piece_ids = {id(p.var) for p in pieces}
+        guards = [g for g in nest.guards if all(id(v) in piece_ids for v in free_vars(g))]
+        for g in guards:
+            source = select(simplify(substitute(g, m)), source, red.identity)
+        others = tuple(a for a in op.reduce_axes if a is not axis)
+        spatial = list(op.axes)
+        spatial.insert(self.factor_iter_id, kf)
+        rf_op = ComputeOp(f"{op.name}.rf", tuple(spatial),
+                          Reduce(red.kind, source, tuple(rvars.values()) + others), tag=op.tag)
+        shape = tuple(a.const_extent for a in spatial)
+        if any(x is None for x in shape):
+            raise ScheduleError(f"rfactor: '{s.name}' has data-dependent spatial extents")
+        rf = Tensor(rf_op, shape, s.tensor.dtype, rf_op.name)
+        axes = tuple(IterVar(a.name, a.begin, a.end, IterKind.SPATIAL) for a in op.axes)
+        r = IterVar(it.name, Const(0, dt.INDEX), Const(it.const_extent, dt.INDEX), IterKind.REDUCE)
+        idx = list(axes)
+        idx.insert(self.factor_iter_id, r)
+        s.op = ComputeOp(op.name, axes, Reduce(red.kind, rf[tuple(idx)], (r,)), checks=op.checks,
+                         tag=op.tag)
+        s.relations = []
+        s.invalidate()
+        _insert_stage(state, self.stage_id, StageState(rf, rf_op))
+
+    def python(self, state):
+        s, i = _sname(state, self.stage_id), _iname(state, self.stage_id, self.iter_id)
+        return f"s.rfactor({s}, {i}, factor_axis={self.factor_iter_id})"
+
+
