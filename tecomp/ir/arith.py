@@ -120,12 +120,32 @@ def _divmod(op, a: Linear, b: Linear, ranges) -> Linear:
             return q.add(Linear(const=rr[0] // c))
         if r.is_const:
             return q.add(Linear(const=r.const // c))
-        return q.add(_atom(binary(BinOpKind.FLOORDIV, rex, c)))
+        nested = _nested_divmod(op, r, c, ranges)
+        return q.add(nested if nested is not None else _atom(binary(BinOpKind.FLOORDIV, rex, c)))
     if rr is not None and rr[0] // c == rr[1] // c:
         return r.add(Linear(const=-(rr[0] // c) * c))
     if r.is_const:
         return Linear(const=r.const % c)
-    return _atom(binary(BinOpKind.MOD, rex, c))
+    nested = _nested_divmod(op, r, c, ranges)
+    return nested if nested is not None else _atom(binary(BinOpKind.MOD, rex, c))
+
+
+def _nested_divmod(op, r: Linear, c: int, ranges):
+    """``(m*X + Y) // c -> X // (c/m)`` and ``(m*X + Y) % c -> (X % (c/m))*m + Y`` when ``m``
+    divides ``c`` and ``0 <= Y < m`` (a split of a fused/im2col index by a divisor of its radix)."""
+    for m in sorted({abs(coef) for _, coef in r.terms.values()}, reverse=True):
+        if m <= 1 or c % m:
+            continue
+        x = Linear({k: [a, co // m] for k, (a, co) in r.terms.items() if co % m == 0})
+        y = Linear({k: [a, co] for k, (a, co) in r.terms.items() if co % m}, r.const)
+        ry = interval(from_linear(y), ranges)
+        if ry is None or ry[0] < 0 or ry[1] >= m:
+            continue
+        xe = from_linear(x)
+        if op is BinOpKind.FLOORDIV:
+            return to_linear(binary(BinOpKind.FLOORDIV, xe, c // m), ranges)
+        return to_linear(binary(BinOpKind.MOD, xe, c // m), ranges).scale(m).add(y)
+    return None
 
 
 def from_linear(lin: Linear) -> Expr:

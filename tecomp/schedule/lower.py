@@ -112,6 +112,8 @@ class _Lowering:
             p = max((pos[v] for v in free_vars(g) if v in pos), default=-1)
             guards.setdefault(p, []).append(g)
         first_red = next((n for n, it in enumerate(iters) if it.kind is IterKind.REDUCE), None)
+        if first_red is None and init is not None:  # a reduction over an empty set of axes
+            stmt = seq(init, stmt)
         for p in reversed(range(len(iters))):
             stmt = _guard(guards.get(p), stmt)
             for pid in reversed(self.attached.get((sid, p), [])):
@@ -122,8 +124,6 @@ class _Lowering:
             stmt = _loop(it, ext, stmt)
             if p == first_red and init is not None:
                 stmt = seq(self.init_nest(iters, p, init, guards, values, ranges), stmt)
-        if first_red is None and init is not None:  # a reduction whose loops were all fused away
-            stmt = seq(init, stmt)
         return _guard(guards.get(-1), stmt)
 
     def init_nest(self, iters, first_red, init, guards, values, ranges):

@@ -66,8 +66,10 @@ class RfactorStep(Step):
         others = tuple(a for a in op.reduce_axes if a is not axis)
         spatial = list(op.axes)
         spatial.insert(self.factor_iter_id, kf)
+        raxes = tuple(rvars.values()) + others
+        # nothing left to reduce (the whole axis was factored out): the partials are the values
         rf_op = ComputeOp(f"{op.name}.rf", tuple(spatial),
-                          Reduce(red.kind, source, tuple(rvars.values()) + others), tag=op.tag)
+                          Reduce(red.kind, source, raxes) if raxes else source, tag=op.tag)
         shape = tuple(a.const_extent for a in spatial)
         if any(x is None for x in shape):
             raise ScheduleError(f"rfactor: '{s.name}' has data-dependent spatial extents")

@@ -167,3 +167,43 @@ def test_unknown_names_are_clear(mm):
         s[C].split("zz", factor=2)
     with pytest.raises(ScheduleError, match="no stage 'nope'"):
         s["nope"]
+
+
+def test_rfactor_of_a_split_reduction():
+    wl = W.matmul(5, 7, 37)
+    s = Schedule(wl.dag)
+    C = wl.dag.outputs[0]
+    (k,) = s[C].reduce_axes
+    ko, ki = s[C].split(k, factor=8)
+    rf = s.rfactor(C, ki)
+    assert rf.name == "matmul.rf" and rf.shape == (5, 7, 8)
+    i, j, kf = s[rf].axes
+    s[rf].vectorize(kf)
+    s[C].parallel(s[C].axes[0])
+    assert "RfactorStep" in _check(s, wl)
+
+
+def test_rfactor_factor_axis_position_and_whole_axis():
+    wl = W.softmax(6, 29)
+    dag = wl.dag
+    s = Schedule(dag)
+    red = [st.tensor for st in dag.compute_stages if st.is_reduce]
+    for t in red:
+        (r,) = s[t].reduce_axes
+        s.rfactor(t, r, factor_axis=0)
+    _check(s, wl)
+
+
+def test_packed_cache_read():
+    wl = W.matmul(5, 37, 9)
+    s = Schedule(wl.dag)
+    C = wl.dag.outputs[0]
+    Bp = s.cache_read(wl.dag.inputs[1], "global", [s[C]], pack=(1, 16))
+    assert Bp.shape == (3, 9, 16)
+    i, j = s[C].axes
+    jo, ji = s[C].split(j, factor=16)
+    s[C].reorder(jo, i, s[C].reduce_axes[0], ji)
+    s[C].vectorize(ji)
+    _check(s, wl)
+    # indices into the packed buffer simplify to the loop variables
+    assert "B.global[j.0, k, j.1" in str(s.lower())
