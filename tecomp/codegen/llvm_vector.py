@@ -1,153 +1,31 @@
 """Vectorized loops for the CPU emitter: a ``ForKind.VECTORIZED`` loop becomes LLVM vector code.
 
-The loop's iterations run as lanes: chunks of the register width in elements (``register_bits()``
-over the widest element the body accesses), the last chunk a smaller vector when the extent does
-not divide. In the body, expressions that depend on the loop variable are ``<n x T>`` vectors,
-invariant ones scalars broadcast where they meet vectors. A load or store whose flat address is
-affine in the loop variable with stride 1 is a vector load/store, an invariant address a scalar load,
-anything else a gather/scatter. Conditions that depend on the lane become masks (masked loads and
-stores, lane-wise selects); invariant ones stay branches. Inner loops run as scalar loops of vector
-values.
+Lanes run in chunks of the register width in elements (:func:`.vector_plan.register_bits` over the
+widest element accessed); a remainder is a smaller vector. Expressions that depend on the loop
+variable are ``<n x T>`` vectors, invariant ones scalars broadcast where they meet vectors. Accesses
+whose flat address has lane stride 1 are vector loads/stores, invariant ones scalar loads, others
+gathers/scatters. Lane-dependent conditions become masks (masked loads/stores, lane-wise selects),
+invariant ones stay branches; inner loops are scalar loops of vector values.
 
-Per-operation semantics are those of the scalar emitter: :class:`VectorEmitter` reuses
-:class:`.llvm_expr.ExprEmitter`'s methods, with a builder that lifts their scalar types and
-constants to the lane count. Vector execution runs statement by statement over all lanes instead of
-lane by lane, so it is exact only when lanes do not share memory that one of them writes;
-:func:`vector_plan` checks that (and everything else this emitter needs) and the caller falls back
-to the scalar loop otherwise.
+Per-operation semantics are the scalar emitter's: :class:`VectorEmitter` reuses
+:class:`.llvm_expr.ExprEmitter`'s methods with a builder that lifts scalar types and constants to
+the lane count. :func:`.vector_plan.vector_plan` decides whether the loop can be run lane-parallel
+exactly; if not, the caller emits the scalar loop.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
 from ..ir import dtype as dt
-from ..ir.arith import to_linear
-from ..ir.expr import BinOpKind, Const, Expr, Load, Var, binary, cast, walk
+from ..ir.expr import Const, Expr, Load, Var, walk
 from ..ir.loop import For, ForKind, IfThenElse, Seq, Stmt, Store
-from .llvm_expr import I1, I8, I32, I64, PTR, ExprEmitter, ident, mem_type, reg_type
-from .llvm_jit import host_cpu
+from .llvm_expr import I1, I8, I32, PTR, ExprEmitter, dispatch, ident, mem_type, reg_type
+from .vector_plan import access_form, register_bits, vector_plan
 
 __all__ = ["register_bits", "vector_plan", "emit_vector_loop", "VectorEmitter"]
 
 #: full-width chunks up to this many are emitted one after another, more as a loop
 MAX_CHUNKS_UNROLLED = 4
-_INNER = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED)
-
-
-def register_bits() -> int:
-    """Width in bits of the host's vector registers (from LLVM's feature string)."""
-    feats = set(host_cpu()[1].split(","))
-    if "+avx512f" in feats:
-        return 512
-    if "+avx2" in feats:
-        return 256
-    return 128
-
-
-# ----------------------------------------------------------------------------- analysis
-
-def _uses(e: Expr, vs) -> bool:
-    ids = {id(v) for v in vs}
-    return any(isinstance(x, Var) and id(x) in ids for x in walk(e))
-
-
-def access_form(buf, indices, lane: Var):
-    """``(linear form of the flat address, lane stride)``; the stride is None when the address is not
-    affine in ``lane`` (the lane occurs inside a non-linear or data-dependent part)."""
-    flat = Const(0, dt.INDEX)
-    for ix, st in zip(indices, buf.strides):
-        flat = binary(BinOpKind.ADD, flat, binary(BinOpKind.MUL, cast(ix, dt.INDEX), st))
-    lin = to_linear(flat)
-    stride = 0
-    for atom, coef in lin.terms.values():
-        if atom is lane:
-            stride = coef
-        elif _uses(atom, (lane,)):
-            return lin, None
-    return lin, stride
-
-
-class _NotVectorizable(Exception):
-    pass
-
-
-def vector_plan(s: For, reg_bits: int | None = None):
-    """``(lanes, None)`` when loop ``s`` can be emitted as vector code of ``lanes`` lanes per chunk,
-    else ``(None, reason)``."""
-    if not isinstance(s.extent, Const):
-        return None, "extent is not constant"
-    lane, inner = s.var, set()
-    accesses: dict = {}  # buffer -> [(indices, is_store)]
-    try:
-        _scan(s.body, lane, inner, accesses)
-        for buf, acc in accesses.items():
-            if any(w for _, w in acc):
-                _check_private(buf, acc, lane, inner, s.extent.value)
-    except _NotVectorizable as e:
-        return None, str(e)
-    widest = max((b.dtype.itemsize for b in accesses), default=4)
-    lanes = max(1, (reg_bits or register_bits()) // (8 * widest))
-    return max(1, min(lanes, s.extent.value)), None
-
-
-def _scan(st: Stmt, lane, inner: set, accesses: dict) -> None:
-    def see(e: Expr):
-        for x in walk(e):
-            if isinstance(x, Load):
-                accesses.setdefault(x.buffer, []).append((x.indices, False))
-
-    if isinstance(st, Seq):
-        for c in st.stmts:
-            _scan(c, lane, inner, accesses)
-    elif isinstance(st, Store):
-        accesses.setdefault(st.buffer, []).append((st.indices, True))
-        for e in (*st.indices, st.value):
-            see(e)
-    elif isinstance(st, IfThenElse):
-        see(st.cond)
-        for c in st.children():
-            _scan(c, lane, inner, m, accesses)
-    elif isinstance(st, For):
-        if st.kind not in _INNER:
-            raise _NotVectorizable(f"a {st.kind.value} loop inside")
-        for e in (st.begin, st.extent):
-            if _uses(e, (lane,)):
-                raise _NotVectorizable(f"bounds of loop '{st.var.name}' depend on the lane")
-            see(e)
-        inner.add(st.var)
-        _scan(st.body, lane, inner, accesses)
-    else:  # allocations (per-lane storage), barriers, anything new
-        raise _NotVectorizable(f"{type(st).__name__} inside")
-
-
-def _check_private(buf, acc: list, lane, inner: set, extent: int) -> None:
-    """A buffer written in the loop: every access must address ``base + stride * lane`` with one
-    stride != 0 and bases whose difference never maps one lane onto another's element, so that each
-    element is touched by a single lane and the statement order across lanes does not matter."""
-    forms = []
-    for indices, _ in acc:
-        lin, stride = access_form(buf, indices, lane)
-        if not stride:
-            raise _NotVectorizable(f"'{buf.name}' is written and accessed at a lane-invariant or "
-                                   f"non-affine address")
-        if any(atom is not lane and _uses(atom, inner) for atom, _ in lin.terms.values()):
-            raise _NotVectorizable(f"'{buf.name}' is written at an address that moves with an "
-                                   f"inner loop")
-        forms.append((lin, stride))
-    lin0, s0 = forms[0]
-    for lin, _ in forms[1:]:
-        diff = lin.add(lin0, -1)
-        if not diff.is_const:
-            raise _NotVectorizable(f"accesses of '{buf.name}' at unrelated addresses")
-        d = diff.const
-        if d and d % s0 == 0 and abs(d // s0) < extent:
-            raise _NotVectorizable(f"lanes of '{buf.name}' overlap (offset {d})")
-
-
-# ----------------------------------------------------------------------------- emission
-
-def vtype(t: ir.Type, n: int) -> ir.VectorType:
-    return ir.VectorType(t, n)
 
 
 def intrinsic_suffix(t: ir.Type) -> str:
@@ -175,7 +53,7 @@ class _LaneBuilder:
         if name in self._CASTS:
             def lifted_cast(v, typ, name=""):
                 if isinstance(v.type, ir.VectorType) and not isinstance(typ, ir.VectorType):
-                    typ = vtype(typ, v.type.count)
+                    typ = ir.VectorType(typ, v.type.count)
                 return fn(v, typ, name)
             return lifted_cast
         if name in self._OPS:
@@ -214,12 +92,12 @@ class VectorEmitter(ExprEmitter):
 
     def splat(self, x: ir.Value, n: int | None = None) -> ir.Value:
         n = self.n if n is None else n
-        vt = vtype(x.type, n)
+        vt = ir.VectorType(x.type, n)
         if isinstance(x, ir.Constant):
             return ir.Constant(vt, x)
         b = self.raw
         v = b.insert_element(ir.Constant(vt, ir.Undefined), x, I32(0))
-        return b.shuffle_vector(v, ir.Constant(vt, ir.Undefined), ir.Constant(vtype(I32, n), [0] * n))
+        return b.shuffle_vector(v, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, n), [0] * n))
 
     def call_intr(self, base: str, x: ir.Value, *rest: ir.Value) -> ir.Value:
         t = x.type
@@ -250,24 +128,28 @@ class VectorEmitter(ExprEmitter):
             f = self._forms[k] = (indices, access_form(buf, indices, self.lane)[1])
         return f[1]
 
-    def and_mask(self, m: ir.Value) -> ir.Value:
-        return m if self.mask is None else self.raw.and_(self.mask, m)
+    def under(self, m: ir.Value, fn):
+        """``fn()`` with the mask narrowed to the lanes where ``m`` holds."""
+        outer = self.mask
+        self.mask = m if outer is None else self.raw.and_(outer, m)
+        try:
+            return fn()
+        finally:
+            self.mask = outer
 
     def any_lane(self) -> ir.Value:
         m = self.mask
         return self.raw.call(self.declare(f"llvm.vector.reduce.or.{intrinsic_suffix(m.type)}", I1,
                                           [m.type]), [m])
 
-    def masked(self, name: str, ret: ir.Type, args: list) -> ir.Value:
+    def masked(self, name: str, ret: ir.Type, args: list, *overloads: ir.Type) -> ir.Value:
         """Call ``llvm.masked.<name>`` (alignment as an i32 argument; LLVM 22 upgrades it)."""
-        vt = args[0].type if name in ("store", "scatter") else ret
-        sfx = intrinsic_suffix(vt) + "." + (intrinsic_suffix(args[1 if name == "scatter" else 0].type)
-                                            if name in ("gather", "scatter") else "p0")
-        fn = self.declare(f"llvm.masked.{name}.{sfx}", ret, [a.type for a in args])
-        return self.raw.call(fn, args)
+        sfx = ".".join(intrinsic_suffix(t) for t in overloads)
+        return self.raw.call(self.declare(f"llvm.masked.{name}.{sfx}", ret, [a.type for a in args]),
+                             args)
 
     def all_true(self) -> ir.Value:
-        return ir.Constant(vtype(I1, self.n), [1] * self.n)
+        return ir.Constant(ir.VectorType(I1, self.n), [1] * self.n)
 
     def reset(self) -> None:
         """Values are not reused across statements (a store may change what a load reads)."""
@@ -282,66 +164,73 @@ class VectorEmitter(ExprEmitter):
         k = (id(e), id(self.mask))  # a value computed under one mask is not valid under another
         v = self.cache.get(k)
         if v is None:
-            v = self.cache[k] = getattr(self, self._dispatch(e))(e)
+            name = dispatch(self._EXPR, e)
+            if name is None:
+                raise TypeError(f"cannot compile expression node {type(e).__name__} for CPU")
+            v = self.cache[k] = getattr(self, name)(e)
         return v
 
-    def _dispatch(self, e: Expr) -> str:
-        for cls in type(e).__mro__:
-            if cls in self._EXPR:
-                return self._EXPR[cls]
-        raise TypeError(f"cannot compile expression node {type(e).__name__} for CPU")
-
-    def var(self, e: Var) -> ir.Value:
-        if e is self.lane:
-            return self.lane_vec
-        return self.splat(super().var(e))
-
-    def const(self, e: Const) -> ir.Value:
-        return self.splat(super().const(e))
+    def var(self, e: Var) -> ir.Value:  # only the lane: invariant nodes take the scalar path
+        return self.lane_vec if e is self.lane else self.splat(super().var(e))
 
     def load(self, e: Load) -> ir.Value:
-        t, stride = e.buffer.dtype, self.stride(e.buffer, e.indices)
-        mt = mem_type(t)
+        t = e.buffer.dtype
+        vt = ir.VectorType(mem_type(t), self.n)
         if not self.varying(e):  # invariant address under a mask: load once if any lane is active
-            return self.splat(self.guarded_scalar_load(e))
-        idx_loads = any(self.has_load(ix) for ix in e.indices)
-        if stride == 1 and (self.mask is None or not idx_loads):
-            ptr = self.owner.address(e.buffer, e.indices)  # at lane 0 of the chunk
-            if self.mask is None:
-                v = self.raw.load(ptr, typ=vtype(mt, self.n), align=t.itemsize)
-            else:
-                v = self.masked("load", vtype(mt, self.n),
-                                [ptr, I32(t.itemsize), self.mask, ir.Constant(vtype(mt, self.n), 0)])
+            return self.splat(self.when_any_lane(lambda: self.owner.load(e)))
+        how = self.unit_stride(e.buffer, e.indices)
+        if how is not None:
+            def access():
+                ptr = self.owner.address(e.buffer, e.indices)  # at lane 0 of the chunk
+                if self.mask is None:
+                    return self.raw.load(ptr, typ=vt, align=t.itemsize)
+                return self.masked("load", vt, [ptr, I32(t.itemsize), self.mask, ir.Constant(vt, 0)],
+                                   vt, PTR)
+            v = access() if how == "plain" else self.when_any_lane(access)
         else:
-            ptrs = self.lane_address(e.buffer, e.indices)
             # zero, not poison, in inactive lanes: they may reach a division's zero guard
-            v = self.masked("gather", vtype(mt, self.n),
-                            [ptrs, I32(t.itemsize), self.mask or self.all_true(),
-                             ir.Constant(vtype(mt, self.n), 0)])
+            ptrs = self.lane_address(e.buffer, e.indices)
+            v = self.masked("gather", vt, [ptrs, I32(t.itemsize), self.mask or self.all_true(),
+                                           ir.Constant(vt, 0)], vt, ptrs.type)
         return self.b.icmp_unsigned("!=", v, I8(0)) if t.is_bool else v
 
-    def guarded_scalar_load(self, e: Load) -> ir.Value:
+    def unit_stride(self, buf, indices) -> str | None:
+        """How a unit-stride access gets its lane-0 address from the owner: "plain", "guarded"
+        (under a mask, with invariant index loads that only an active lane may run), or None
+        (not unit stride, or lane-dependent index loads under a mask: gather/scatter)."""
+        if self.stride(buf, indices) != 1:
+            return None
+        loads = [x for ix in indices for x in walk(ix) if isinstance(x, Load)]
+        if self.mask is None or not loads:
+            return "plain"
+        return None if any(self.varying(x) for x in loads) else "guarded"
+
+    def when_any_lane(self, fn):
+        """``fn()`` in a block that runs only when some lane of the mask is active; its value, or
+        zero when none is (None when ``fn`` returns None)."""
         b, owner = self.raw, self.owner
         pre = b.block
-        then, done = b.append_basic_block("ld.any"), b.append_basic_block("ld.end")
+        then, done = b.append_basic_block("any.lane"), b.append_basic_block("any.end")
         b.cbranch(self.any_lane(), then, done)
         b.position_at_end(then)
-        saved = owner.cache
-        owner.cache = dict(saved)  # values made in this block do not dominate the rest
-        v = ExprEmitter.load(owner, e)
-        owner.cache = saved
+        saved = owner.cache, self.cache
+        owner.cache, self.cache = dict(saved[0]), dict(saved[1])  # made here: not dominating after
+        v = fn()
+        owner.cache, self.cache = saved
         end = b.block
         b.branch(done)
         b.position_at_end(done)
+        if v is None:
+            return None
         phi = b.phi(v.type)
         phi.add_incoming(v, end)
-        phi.add_incoming(v.type(0), pre)
+        phi.add_incoming(ir.Constant(v.type, 0), pre)
         return phi
 
     def lane_address(self, buf, indices) -> ir.Value:
         """``<n x ptr>`` to ``buf[indices]`` per lane (ExprEmitter.address on vector indices)."""
         gep = super().address(buf, indices)
-        gep.type = vtype(PTR, self.n)  # llvmlite types a GEP by its base; a vector index vectorizes it
+        gep.type = ir.VectorType(PTR, self.n)  # llvmlite types a GEP by its base; a vector index vectorizes it
         return gep
 
     def select(self, e) -> ir.Value:
@@ -355,13 +244,8 @@ class VectorEmitter(ExprEmitter):
         if not loads:
             return self.b.select(m, self.expr(e.t), self.expr(e.f))
         # lazy per lane: each arm's loads only for the lanes that choose it
-        outer = self.mask
-        self.mask = self.and_mask(m)
-        t = self.expr(e.t)
-        self.mask = outer
-        self.mask = self.and_mask(self.raw.not_(m))
-        f = self.expr(e.f)
-        self.mask = outer
+        t = self.under(m, lambda: self.expr(e.t))
+        f = self.under(self.raw.not_(m), lambda: self.expr(e.f))
         return self.b.select(m, t, f)
 
     def branch_select(self, c: ir.Value, e) -> ir.Value:
@@ -385,18 +269,17 @@ class VectorEmitter(ExprEmitter):
 
     # ------------------------------------------------------------------ statements
 
+    _STMT = {Seq: "emit_seq", Store: "store", IfThenElse: "emit_if", For: "inner_loop"}
+
     def stmt(self, s: Stmt) -> None:
-        if isinstance(s, Seq):
-            for c in s.stmts:
-                self.stmt(c)
-        elif isinstance(s, Store):
-            self.store(s)
-        elif isinstance(s, IfThenElse):
-            self.emit_if(s)
-        elif isinstance(s, For):
-            self.inner_loop(s)
-        else:
-            raise TypeError(f"cannot vectorize statement {type(s).__name__}")  # vector_plan rejects
+        name = dispatch(self._STMT, s)
+        if name is None:  # vector_plan rejects these
+            raise TypeError(f"cannot vectorize statement {type(s).__name__}")
+        getattr(self, name)(s)
+
+    def emit_seq(self, s: Seq) -> None:
+        for c in s.stmts:
+            self.stmt(c)
 
     def store(self, s: Store) -> None:
         self.reset()
@@ -404,18 +287,23 @@ class VectorEmitter(ExprEmitter):
         v = self.expr(s.value)
         if t.is_bool:
             v = self.b.zext(v, I8)
-        stride = self.stride(s.buffer, s.indices)
-        idx_loads = any(self.has_load(ix) for ix in s.indices)
-        if stride == 1 and (self.mask is None or not idx_loads):
-            ptr = self.owner.address(s.buffer, s.indices)
-            if self.mask is None:
-                self.raw.store(v, ptr, align=t.itemsize)
+        how = self.unit_stride(s.buffer, s.indices)
+        if how is not None:
+            def access():
+                ptr = self.owner.address(s.buffer, s.indices)
+                if self.mask is None:
+                    self.raw.store(v, ptr, align=t.itemsize)
+                else:
+                    self.masked("store", ir.VoidType(), [v, ptr, I32(t.itemsize), self.mask],
+                                v.type, PTR)
+            if how == "plain":
+                access()
             else:
-                self.masked("store", ir.VoidType(), [v, ptr, I32(t.itemsize), self.mask])
+                self.when_any_lane(access)
         else:  # distinct addresses per lane (vector_plan): a scatter is exact
             ptrs = self.lane_address(s.buffer, s.indices)
-            self.masked("scatter", ir.VoidType(),
-                        [v, ptrs, I32(t.itemsize), self.mask or self.all_true()])
+            self.masked("scatter", ir.VoidType(), [v, ptrs, I32(t.itemsize),
+                                                   self.mask or self.all_true()], v.type, ptrs.type)
 
     def emit_if(self, s: IfThenElse) -> None:
         self.reset()
@@ -432,23 +320,16 @@ class VectorEmitter(ExprEmitter):
                         self.stmt(s.else_)
             return
         m = self.expr(s.cond)
-        outer = self.mask
-        self.mask = self.and_mask(m)
-        self.stmt(s.then)
+        self.under(m, lambda: self.stmt(s.then))
         if s.else_ is not None:
-            self.mask = outer
-            self.mask = self.and_mask(self.raw.not_(m))
-            self.stmt(s.else_)
-        self.mask = outer
+            self.under(self.raw.not_(m), lambda: self.stmt(s.else_))
 
     def inner_loop(self, s: For) -> None:
         """A loop inside the vectorized one: a scalar loop whose body is vector code."""
         self.reset()
         if self.mask is not None and (self.has_load(s.begin) or self.has_load(s.extent)):
             # bounds that load (sparse rows) are read only when some lane runs the loop
-            with self.raw.if_then(self.any_lane()):
-                self.scalar_loop(s)
-            self.reset()
+            self.when_any_lane(lambda: self.scalar_loop(s))
         else:
             self.scalar_loop(s)
 
@@ -475,7 +356,7 @@ class VectorEmitter(ExprEmitter):
         """The body for lanes ``base .. base + n - 1``, all active."""
         self.n, self.mask = n, None
         vt = reg_type(self.lane.dtype)
-        self.lane_vec = self.raw.add(self.splat(base), ir.Constant(vtype(vt, n), list(range(n))))
+        self.lane_vec = self.raw.add(self.splat(base), ir.Constant(ir.VectorType(vt, n), list(range(n))))
         self.vars[id(self.lane)] = base  # the owner computes unit-stride addresses at lane 0
         try:
             self.stmt(self.loop.body)
@@ -505,7 +386,10 @@ def counted(b: ir.IRBuilder, begin: ir.Value, end: ir.Value, name: str, body) ->
 def emit_vector_loop(owner, s: For) -> bool:
     """Emit the vectorized loop ``s`` as vector code at ``owner``'s position (a ``StmtEmitter``);
     False, with nothing emitted, when :func:`vector_plan` finds it cannot be done exactly."""
-    lanes, _ = vector_plan(s)
+    plans = owner.__dict__.setdefault("_vector_plans", {})  # unrolled loops emit a loop repeatedly
+    if id(s) not in plans:
+        plans[id(s)] = (s, vector_plan(s)[0])  # the entry keeps s alive, so its id stays its own
+    lanes = plans[id(s)][1]
     if lanes is None:
         return False
     extent = s.extent.value
