@@ -218,7 +218,9 @@ class StmtEmitter(ExprEmitter):
         if buf in self.bufs:
             raise ValueError(f"buffer '{buf.name}' is allocated twice on one path")
         n = None  # element count when constant
-        if all(isinstance(d, (int, Const)) for d in buf.shape):
+        if all(isinstance(d, int) for d in buf.shape):
+            n = buf.alloc_size  # padded strides (storage_align) span more than the shape
+        elif all(isinstance(d, (int, Const)) for d in buf.shape):
             n = 1
             for d in buf.shape:
                 n *= int(d.value if isinstance(d, Const) else d)

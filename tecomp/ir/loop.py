@@ -53,16 +53,22 @@ class Scope(enum.Enum):
 
 
 class Buffer:
-    """A dense row-major array of ``shape`` and ``dtype`` in ``scope``; compared by identity."""
+    """A row-major array of ``shape`` and ``dtype`` in ``scope``; compared by identity.
 
-    __slots__ = ("name", "shape", "dtype", "scope")
+    ``strides`` (in elements) default to dense row-major; an allocated buffer may have larger ones
+    (storage_align pads rows to avoid cache-set or bank conflicts)."""
+
+    __slots__ = ("name", "shape", "dtype", "scope", "explicit_strides")
     __hash__ = object.__hash__
 
-    def __init__(self, name: str, shape: tuple, dtype: DType, scope: Scope = Scope.GLOBAL):
+    def __init__(self, name: str, shape: tuple, dtype: DType, scope: Scope = Scope.GLOBAL,
+                 strides: tuple | None = None):
         self.name, self.shape, self.dtype, self.scope = name, tuple(shape), dtype, scope
+        self.explicit_strides = None if strides is None else tuple(strides)
 
     @property
     def size(self) -> int:
+        """Number of elements."""
         n = 1
         for s in self.shape:
             n *= s
@@ -70,11 +76,22 @@ class Buffer:
 
     @property
     def strides(self) -> tuple:
+        if self.explicit_strides is not None:
+            return self.explicit_strides
         out, acc = [], 1
         for s in reversed(self.shape):
             out.append(acc)
             acc *= s
         return tuple(reversed(out))
+
+    @property
+    def alloc_size(self) -> int:
+        """Elements of storage the buffer spans (its size unless the strides are padded)."""
+        if self.explicit_strides is None:
+            return self.size
+        if any(s == 0 for s in self.shape):
+            return 0
+        return 1 + sum((n - 1) * st for n, st in zip(self.shape, self.explicit_strides))
 
     def __repr__(self):
         return f"Buffer({self.name!r}, {self.shape}, {self.dtype}, {self.scope.value})"

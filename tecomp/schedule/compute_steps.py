@@ -12,7 +12,7 @@ from .state import ComputeLocation, ScheduleError, StageState, State
 from .steps import Step, _register, _sname, _iname, _stage, _iter
 
 __all__ = ["ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheWriteStep",
-           "CacheReadStep", "SCOPES"]
+           "CacheReadStep", "StorageAlignStep", "SCOPES", "aligned_strides"]
 
 SCOPES = ("global", "shared", "local")
 
@@ -251,3 +251,46 @@ class CacheReadStep(Step):
         readers = ", ".join(f"s[{_sname(state, r)}]" for r in self.reader_ids)
         pack = f", pack={tuple(self.pack)}" if self.pack else ""
         return f"s.cache_read({_sname(state, self.stage_id)}, {self.scope!r}, [{readers}]{pack})"
+
+
+@_register
+@dataclass(frozen=True)
+class StorageAlignStep(Step):
+    """Pad the stride of dimension ``axis`` of the stage's buffer so that it is ``k * factor +
+    offset`` elements (TVM's storage_align; the classic use is a shared-memory row padded off a
+    multiple of the bank count). Only buffers the kernel allocates can be aligned."""
+    code: ClassVar[str] = "SA"
+    stage_id: int
+    axis: int
+    factor: int
+    offset: int
+
+    def apply(self, state):
+        s = _stage(state, self.stage_id, "storage_align")
+        if any(s.tensor is t for t in state.dag.tensors):
+            raise ScheduleError(f"storage_align: '{s.name}' is a kernel argument; its layout is "
+                                f"the caller's")
+        if not 0 <= self.axis < len(s.op.axes):
+            raise ScheduleError(f"storage_align: '{s.name}' has no dimension {self.axis}")
+        if self.factor < 1 or not 0 <= self.offset < self.factor:
+            raise ScheduleError(f"storage_align: need factor >= 1 and 0 <= offset < factor, got "
+                                f"{self.factor}, {self.offset}")
+        s.align = {**s.align, self.axis: (self.factor, self.offset)}
+
+    def python(self, state):
+        return (f"s[{_sname(state, self.stage_id)}].storage_align({self.axis}, {self.factor}, "
+                f"{self.offset})")
+
+
+def aligned_strides(shape: tuple, align: dict) -> tuple | None:
+    """Row-major strides with the dimensions of ``align`` padded; None when nothing is aligned."""
+    if not align:
+        return None
+    out, acc = [0] * len(shape), 1
+    for d in reversed(range(len(shape))):
+        if d in align:
+            f, o = align[d]
+            acc += (o - acc) % f
+        out[d] = acc
+        acc *= shape[d]
+    return tuple(out)

@@ -14,6 +14,7 @@ from ..ir.expr import (BinOpKind, Const, IterKind, Load, Reduce, TensorRead, Var
                        simplify, substitute, transform)
 from ..ir.loop import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope, Store, seq
 from .bounds import loop_ranges
+from .compute_steps import aligned_strides
 from .inline import expand_inline
 from .state import Annotation, ComputeLocation, State
 
@@ -53,7 +54,8 @@ class _Lowering:
                 self.offsets[id(s.tensor)] = [r[0] for r in s.region]
                 self.attached.setdefault(s.attach, []).append(sid)
             scope = Scope.GLOBAL if id(s.tensor) in self.args else Scope(s.scope)
-            self.buffers[id(s.tensor)] = Buffer(name, shape, s.tensor.dtype, scope)
+            self.buffers[id(s.tensor)] = Buffer(name, shape, s.tensor.dtype, scope,
+                                                aligned_strides(shape, s.align))
 
     def run(self, name):
         st, dag = self.state, self.state.dag

@@ -131,6 +131,11 @@ class StageHandle:
             target = self._s[target]
         self._s._apply(ComputeAtStep(self.index, target.index, target._iid(it)))
 
+    def storage_align(self, axis: int, factor: int, offset: int) -> None:
+        """Pad the stride of buffer dimension ``axis`` to ``k * factor + offset`` elements."""
+        from .compute_steps import StorageAlignStep
+        self._s._apply(StorageAlignStep(self.index, int(axis), int(factor), int(offset)))
+
     def compute_inline(self) -> None:
         self._s._apply(ComputeInlineStep(self.index))
 

@@ -87,6 +87,7 @@ class StageState:
         self.scope = "global"
         # per root spatial axis, if attached: (lo expr, extent, may leave the domain below/above)
         self.region: list | None = None
+        self.align: dict = {}  # buffer dimension -> (factor, offset) from storage_align
         self._nest: LoopNest | None = None
 
     @property
@@ -104,7 +105,7 @@ class StageState:
     def copy(self) -> "StageState":
         s = StageState(self.tensor, self.op)
         s.relations, s.location, s.attach = list(self.relations), self.location, self.attach
-        s.scope, s.region = self.scope, self.region
+        s.scope, s.region, s.align = self.scope, self.region, self.align
         return s
 
     # ------------------------------------------------------------------ loop structure

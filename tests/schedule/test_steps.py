@@ -104,7 +104,7 @@ def test_sparse_schedule_with_data_dependent_loop():
 
 
 def test_all_step_kinds_are_exercised_and_registered():
-    assert {"SP", "FU", "RE", "AN", "PR", "CA", "CI", "CR", "CHR", "CHW"} <= set(STEP_KINDS)
+    assert {"SP", "FU", "RE", "AN", "PR", "CA", "CI", "CR", "CHR", "CHW", "RF", "SA"} <= set(STEP_KINDS)
 
 
 # ----------------------------------------------------------------------------- illegal steps
@@ -207,3 +207,21 @@ def test_packed_cache_read():
     _check(s, wl)
     # indices into the packed buffer simplify to the loop variables
     assert "B.global[j.0, k, j.1" in str(s.lower())
+
+
+def test_storage_align_pads_the_buffer_stride():
+    wl = W.matmul(9, 30, 5)
+    s = Schedule(wl.dag)
+    C = wl.dag.outputs[0]
+    CC = s.cache_write(C, "global")
+    s[CC].storage_align(0, 32, 1)
+    bufs = {b.name: b for b in _allocated(s.lower())}
+    assert bufs["matmul.global"].strides == (33, 1)
+    assert "StorageAlignStep" in _check(s, wl)
+    with pytest.raises(ScheduleError, match="kernel argument"):
+        s[C].storage_align(0, 32, 1)
+
+
+def _allocated(func):
+    from tecomp.ir.loop import Allocate, stmts
+    return [st.buffer for st in stmts(func.body) if isinstance(st, Allocate)]
