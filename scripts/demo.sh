@@ -3,4 +3,4 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="$("$root/scripts/venv.sh")"
-exec "$py" -m tecomp.cli run matmul --shape 1024 1024 1024 "$@"
+exec "$py" -m tecomp.cli run matmul --shape 1024 1024 1024 --schedule hand "$@"

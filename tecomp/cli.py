@@ -51,7 +51,8 @@ def cmd_run(args) -> int:
     dag = wl.dag
     rng = np.random.default_rng(0)
     inputs = wl.make_inputs(rng)
-    kernel = build(dag, target=args.target)
+    schedule = _schedule(args.schedule, args.workload, wl)
+    kernel = build(dag, target=args.target, schedule=schedule)
     out = kernel(*inputs)
     outs = out if isinstance(out, tuple) else (out,)
     refs = wl.reference(inputs)
@@ -64,7 +65,7 @@ def cmd_run(args) -> int:
     print(f"target       {kernel.target}")
     print(f"check        {'ok' if ok else 'MISMATCH'} against the numpy/scipy reference "
           f"(max relative error {err:.2e})")
-    print(f"tecomp       {t * 1e3:10.3f} ms  {flops / t / 1e9:8.2f} GFLOP/s  (default schedule)")
+    print(f"tecomp       {t * 1e3:10.3f} ms  {flops / t / 1e9:8.2f} GFLOP/s  ({args.schedule} schedule)")
     peer = _peer(args.workload, wl, inputs)
     if peer is not None:
         label, fn = peer
@@ -72,6 +73,19 @@ def cmd_run(args) -> int:
         print(f"{label:<12} {tp * 1e3:10.3f} ms  {flops / tp / 1e9:8.2f} GFLOP/s")
         print(f"ratio        {tp / t:.3f}x {label} (higher is better for tecomp)")
     return 0 if ok else 1
+
+
+def _schedule(kind: str, name: str, wl):
+    """None for the default schedule; the hand schedule of tecomp.testing for ``hand``."""
+    if kind == "default":
+        return None
+    from .testing import hand_schedules as hs
+    if name == "matmul":
+        return hs.matmul_schedule(wl.dag)
+    if name.startswith("conv2d"):
+        p = wl.params
+        return hs.conv2d_schedule(wl.dag, p["layout"], p["method"])
+    raise SystemExit(f"tecomp: no hand schedule for {name}; use --schedule default")
 
 
 def _peer(name, wl, inputs):
@@ -100,6 +114,8 @@ def main(argv=None) -> int:
     run.add_argument("--dtype", default=None)
     run.add_argument("--target", default="llvm")
     run.add_argument("--repeat", type=int, default=5)
+    run.add_argument("--schedule", choices=["default", "hand"], default="default",
+                     help="the default schedule, or the hand-written one (matmul, conv2d)")
     run.set_defaults(fn=cmd_run)
     args = ap.parse_args(argv)
     return args.fn(args)

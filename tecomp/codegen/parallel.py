@@ -20,8 +20,8 @@ which strides use). Loop bounds inside the body that load values are evaluated i
 the captured pointers. Allocations inside the body stay per iteration, hence per thread. Only the
 outermost parallel loop of a nest is outlined; parallel loops inside it run serially.
 
-The pool itself (threads, chunking, waiting) is :mod:`.threadpool`; ``set_num_threads`` sets how many
-threads a launch uses.
+The pool itself (threads, chunking, waiting) is :mod:`.threadpool`; :func:`set_num_threads` sets how
+many threads a launch uses, :func:`stats` and :func:`shutdown` inspect and stop it.
 """
 from __future__ import annotations
 
@@ -30,11 +30,67 @@ import llvmlite.ir as ir
 from ..ir.expr import Expr, Load, Var, walk
 from ..ir.loop import Allocate, For, ForKind, IfThenElse, Store, stmts
 from .llvm_expr import I32, I64, PTR, VOID, ident, reg_type
-from .threadpool import (ENTRY, default_num_threads, get_num_threads, runtime, set_num_threads,
-                         set_spin_time, shutdown, stats)
+from .threadpool import ENTRY, MAX_THREADS, default_num_threads, loaded, runtime
 
 __all__ = ["emit_parallel", "captures", "set_num_threads", "get_num_threads", "default_num_threads",
            "set_spin_time", "shutdown", "stats", "ENTRY"]
+
+
+# ----------------------------------------------------------------------------- the pool's settings
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads (the calling thread included) for parallel loops from now on.
+
+    Parameters
+    ----------
+    n : int
+        1 runs parallel loops serially; at most :data:`MAX_THREADS`. Workers are started lazily by
+        the first launch that needs them and stay alive (idle workers sleep).
+    """
+    n = int(n)
+    if not 1 <= n <= MAX_THREADS:
+        raise ValueError(f"set_num_threads: n must be in [1, {MAX_THREADS}], got {n}")
+    rt = runtime()
+    rt.threads = n
+    rt.push()
+
+
+def get_num_threads() -> int:
+    """The number of threads parallel loops use (the calling thread included)."""
+    return runtime().threads
+
+
+def set_spin_time(seconds: float) -> None:
+    """How long an idle worker (or a waiting launcher) spins before it sleeps on a futex.
+
+    Parameters
+    ----------
+    seconds : float
+        Default :data:`~.threadpool.SPIN_SECONDS`. Longer spinning makes launches that follow
+        each other closely cheaper (no futex wake-up) and burns more CPU between them.
+    """
+    if not seconds >= 0:
+        raise ValueError(f"set_spin_time: seconds must be >= 0, got {seconds}")
+    rt = runtime()
+    rt.spin = float(seconds)
+    rt.push()
+
+
+def stats() -> dict:
+    """``{"workers": running worker threads, "worker_chunks": chunks run by workers so far}``."""
+    rt = runtime()
+    return {"workers": rt.stats(0), "worker_chunks": rt.stats(1)}
+
+
+def shutdown() -> None:
+    """Stop and join the worker threads (waiting for a running launch first); the next launch that
+    needs workers starts them again."""
+    rt = loaded()
+    if rt is not None:
+        rt.shutdown(0)
+
+
+# ----------------------------------------------------------------------------- code generation
 
 # emitter attributes that belong to the function being emitted (swapped while outlining)
 _FUNC_STATE = ("fn", "entry_builder", "start", "b", "vars", "bufs", "cache", "allocas")
@@ -85,8 +141,17 @@ def captures(em, s: For) -> tuple:
 
 
 def emit_parallel(em, s: For) -> None:
-    """Emit the parallel loop ``s`` at the position of ``em`` (a ``StmtEmitter``): outline its body
-    and call the pool's ``tecomp_parallel_for``; inside an outlined body, emit a serial loop."""
+    """Emit the parallel loop ``s`` at the position of ``em``: outline its body and call the pool's
+    ``tecomp_parallel_for``; inside an outlined body, emit a serial loop.
+
+    Parameters
+    ----------
+    em : StmtEmitter
+        The CPU emitter (:mod:`.llvm_cpu`); its per-function state is swapped while the body is
+        emitted into the outlined function, and restored.
+    s : For
+        A ``ForKind.PARALLEL`` loop.
+    """
     if getattr(em, "_in_parallel", False):
         em.counted_loop(s)  # nested parallelism runs serially inside the outer one's chunks
         return

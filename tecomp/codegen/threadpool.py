@@ -13,16 +13,19 @@ Design:
   launch that needs them), one per core (``os.sched_getaffinity``) less the calling thread; they
   never touch Python, so the kernel call (ctypes, GIL released) is all native.
 - Each worker waits on its own cache line: a ``go`` counter the launcher increments. Waiting spins
-  (``pause``) for :data:`SPIN_SECONDS`, then sleeps on a futex; a ``sleeping`` flag tells the waker
-  whether the futex wake syscall is needed (Dekker-style, sequentially consistent on both sides).
-  The launcher waits on the ``remaining`` counter the same way.
+  (``pause``, with a ``sched_yield`` every few microseconds so that an oversubscribed core still
+  runs the thread that has work) for :data:`SPIN_SECONDS`, then sleeps on a futex; a ``sleeping``
+  flag tells the waker whether the futex wake syscall is needed (Dekker-style, sequentially
+  consistent on both sides). The launcher waits on the ``remaining`` counter the same way.
 - Only the workers that get a chunk are woken, and the launcher waits for all of them, so the job
   descriptor is never overwritten while a worker can still read it.
 - One launch at a time: a launch takes a ``busy`` flag with compare-and-swap; a launch that finds it
   taken (another Python thread's kernel, or a nested launch from inside a body) runs its whole range
   serially instead of waiting, so the pool cannot deadlock.
-- :func:`shutdown` joins the workers (registered with ``atexit``, since the JIT code must not be
-  freed under running threads); a forked child resets the pool state and starts fresh workers.
+- Shutdown joins the workers (also run by ``atexit``, since the JIT code must not be freed under
+  running threads); a forked child resets the pool state and starts fresh workers.
+
+The settings (``set_num_threads``, ...) are in :mod:`.parallel`.
 """
 from __future__ import annotations
 
@@ -36,8 +39,7 @@ import llvmlite.binding as llvm
 
 from .llvm_jit import LOCK, jit, triple_and_layout
 
-__all__ = ["ENTRY", "MAX_THREADS", "SPIN_SECONDS", "runtime", "set_num_threads", "get_num_threads",
-           "default_num_threads", "set_spin_time", "shutdown", "stats"]
+__all__ = ["ENTRY", "MAX_THREADS", "SPIN_SECONDS", "runtime", "loaded", "default_num_threads"]
 
 #: the symbol kernels call
 ENTRY = "tecomp_parallel_for"
@@ -117,6 +119,7 @@ relax:
 pause:
   br label %poll
 clock:
+  %y = call i32 @sched_yield()  ; let a runnable thread on this core go first (oversubscription)
   %t = call i64 @rt_now()
   %late = icmp sgt i64 %t, %deadline
   br i1 %late, label %sleep, label %poll
@@ -381,12 +384,9 @@ _RT_LOCK = threading.Lock()
 
 
 def default_num_threads() -> int:
-    """Threads a parallel loop uses by default: ``TECOMP_NUM_THREADS`` if set, else the cores this
-    process may run on (``os.sched_getaffinity``), at most :data:`MAX_THREADS`."""
-    env = os.environ.get("TECOMP_NUM_THREADS")
-    if env:
-        n = int(env)
-    elif hasattr(os, "sched_getaffinity"):
+    """Threads a parallel loop uses by default: the cores this process may run on
+    (``os.sched_getaffinity``), at most :data:`MAX_THREADS`. ``set_num_threads`` changes it."""
+    if hasattr(os, "sched_getaffinity"):
         n = len(os.sched_getaffinity(0))
     else:
         n = os.cpu_count() or 1
@@ -419,49 +419,9 @@ def runtime() -> _Runtime:
     return _RT
 
 
-def set_num_threads(n: int) -> None:
-    """Use ``n`` threads (the calling thread included) for parallel loops from now on.
-
-    Parameters
-    ----------
-    n : int
-        1 runs parallel loops serially; at most :data:`MAX_THREADS`. Workers are started lazily by
-        the first launch that needs them and stay alive (idle workers sleep).
-    """
-    n = int(n)
-    if not 1 <= n <= MAX_THREADS:
-        raise ValueError(f"set_num_threads: n must be in [1, {MAX_THREADS}], got {n}")
-    rt = runtime()
-    rt.threads = n
-    rt.push()
-
-
-def get_num_threads() -> int:
-    """The number of threads parallel loops use (the calling thread included)."""
-    return runtime().threads
-
-
-def set_spin_time(seconds: float) -> None:
-    """How long an idle worker (or a waiting launcher) spins before it sleeps on a futex; longer
-    spinning makes back-to-back launches cheaper and burns more CPU between them."""
-    if not seconds >= 0:
-        raise ValueError(f"set_spin_time: seconds must be >= 0, got {seconds}")
-    rt = runtime()
-    rt.spin = float(seconds)
-    rt.push()
-
-
-def stats() -> dict:
-    """``{"workers": running worker threads, "worker_chunks": chunks run by workers so far}``."""
-    rt = runtime()
-    return {"workers": rt.stats(0), "worker_chunks": rt.stats(1)}
-
-
-def shutdown() -> None:
-    """Stop and join the worker threads (waiting for a running launch first); the next launch that
-    needs workers starts them again."""
-    if _RT is not None:
-        _RT.shutdown(0)
+def loaded():
+    """The pool runtime if it has been JIT-compiled in this process, else None."""
+    return _RT
 
 
 def _at_exit() -> None:
