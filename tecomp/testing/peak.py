@@ -19,7 +19,7 @@ def _c(v):
     return Const(v, dt.INDEX)
 
 
-def peak_kernel(n_threads: int, lanes: int = 16, n_acc: int = 12, steps: int = 20000):
+def peak_kernel(n_threads: int, lanes: int = 16, n_acc: int = 12, steps: int = 400000):
     """Loop IR of the FMA-peak kernel and its FLOP count."""
     out = Buffer("out", (n_threads, n_acc, lanes), dt.float32)
     acc = Buffer("acc", (n_acc, lanes), dt.float32, Scope.LOCAL)
