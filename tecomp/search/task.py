@@ -1,0 +1,123 @@
+"""Search tasks and tuning options."""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.dag import ComputeDAG
+from ..target import Target
+
+__all__ = ["SearchTask", "HardwareParams", "TuningOptions"]
+
+
+@dataclass(frozen=True)
+class HardwareParams:
+    """What the search needs to know of the target machine."""
+    num_cores: int
+    vector_bytes: int = 64
+    cache_line_bytes: int = 64
+
+    @staticmethod
+    def for_target(target: Target) -> "HardwareParams":
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        feats = target.features or ""
+        vec = 64 if "+avx512f" in feats else 32 if "+avx2" in feats or "+avx" in feats else 16
+        return HardwareParams(num_cores=max(1, cores or 1), vector_bytes=vec)
+
+
+class SearchTask:
+    """A DAG to tune for a target.
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+    target : str or Target
+    inputs : dict, optional
+        Real data for some inputs, by placeholder name (sparse index arrays: ``indptr``,
+        ``indices``); measurement uses it, and the records carry its hash.
+    """
+
+    def __init__(self, dag: ComputeDAG, target="llvm", inputs: dict | None = None,
+                 hardware: HardwareParams | None = None):
+        if not isinstance(dag, ComputeDAG):
+            raise TypeError(f"SearchTask expects a ComputeDAG, got {type(dag).__name__}")
+        self.dag = dag
+        self.target = Target.parse(target)
+        names = {t.name: t for t in dag.inputs}
+        self.inputs = {}
+        for k, v in (inputs or {}).items():
+            if k not in names:
+                raise ValueError(f"SearchTask: inputs names {k!r}, which is not an input of the DAG "
+                                 f"(inputs: {', '.join(names)})")
+            a = np.ascontiguousarray(v)
+            t = names[k]
+            if a.shape != t.shape or a.dtype != t.dtype.np:
+                raise ValueError(f"SearchTask: input {k!r} must be {t.dtype}{list(t.shape)}, got "
+                                 f"{a.dtype}{list(a.shape)}")
+            self.inputs[k] = a
+        self.hardware = hardware or HardwareParams.for_target(self.target)
+
+    @property
+    def workload_key(self) -> str:
+        return self.dag.workload_key
+
+    @property
+    def data_hash(self) -> str:
+        """A hash of the real input data the task measures with ("" when there is none)."""
+        if not self.inputs:
+            return ""
+        h = hashlib.sha256()
+        for k in sorted(self.inputs):
+            h.update(k.encode())
+            h.update(self.inputs[k].tobytes())
+        return h.hexdigest()[:16]
+
+    def flop_count(self) -> float:
+        return self.dag.flop_count(inputs=self.inputs or None)
+
+    def __repr__(self):
+        return f"SearchTask({self.workload_key[:12]}, {self.target})"
+
+
+@dataclass
+class TuningOptions:
+    """Options of :func:`tecomp.tune`.
+
+    Attributes
+    ----------
+    population : int
+        Candidates per generation of the evolutionary search.
+    generations : int
+        Generations per round.
+    measures_per_round : int
+        Candidates measured per round.
+    eps_greedy : float
+        Share of each round's measurements picked at random from the initial population.
+    build_timeout, run_timeout : float
+        Seconds a candidate may take to compile / to run (all repeats) before it is an error.
+    repeat, min_repeat_ms : int
+        Timing: median of ``repeat`` measurements, each lasting at least ``min_repeat_ms``.
+    flush_cache : bool
+        Overwrite the caches between repeats.
+    n_workers : int
+        Parallel build processes (runs are serialized so that kernels do not share cores).
+    seed : int
+    verbose : bool
+    """
+    population: int = 256
+    generations: int = 3
+    measures_per_round: int = 32
+    eps_greedy: float = 0.05
+    build_timeout: float = 30.0
+    run_timeout: float = 20.0
+    repeat: int = 3
+    min_repeat_ms: int = 40
+    flush_cache: bool = False
+    n_workers: int = 2
+    seed: int = 0
+    verbose: bool = True
+    mutation_prob: float = 0.85
+    init_measured_ratio: float = 0.2
