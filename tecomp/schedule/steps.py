@@ -58,9 +58,14 @@ class Step:
         """The ``tc.Schedule`` call that makes this step, given the state before it."""
         raise NotImplementedError
 
-    # loop-structure steps override this
+    # loop-structure steps override these
     def replay(self, stage, nest: LoopNest) -> None:
         raise NotImplementedError
+
+    def remap(self, pos: int) -> int:
+        """Where the loop at position ``pos`` is after this step (a split loop: its innermost part;
+        a fused group: the fused loop)."""
+        return pos
 
 
 def step_from_record(rec: list) -> Step:
@@ -105,8 +110,9 @@ def _relation(state: State, sid: int, step: Step) -> None:
     _check_order(s, trial)
     s.relations.append(step)
     s.invalidate()
-    for other in state.stages:  # stages attached to this one: loop ids may have moved
+    for other in state.stages:  # stages attached to this one follow their loop to its new place
         if other.attach is not None and other.attach[0] == sid:
+            other.attach = (sid, step.remap(other.attach[1]))
             other.invalidate()
 
 
@@ -177,6 +183,9 @@ class SplitStep(Step):
             nest.guards.append(binary(BinOpKind.LT, value, it.extent))
         nest.iters[self.iter_id:self.iter_id + 1] = new
 
+    def remap(self, pos):
+        return pos + len(self.lengths) if pos >= self.iter_id else pos
+
     def python(self, state):
         s, i = _sname(state, self.stage_id), _iname(state, self.stage_id, self.iter_id)
         if len(self.lengths) == 1:
@@ -225,6 +234,12 @@ class FuseStep(Step):
         nest.guards[:] = [simplify(substitute(g, m)) for g in nest.guards]
         nest.iters[ids[0]:ids[-1] + 1] = [Iter(name, f, Const(total, dt.INDEX), its[0].kind)]
 
+    def remap(self, pos):
+        first, last = self.iter_ids[0], self.iter_ids[-1]
+        if pos < first:
+            return pos
+        return first if pos <= last else pos - (last - first)
+
     def python(self, state):
         names = ", ".join(_iname(state, self.stage_id, i) for i in self.iter_ids)
         return f"s[{_sname(state, self.stage_id)}].fuse({names})"
@@ -247,6 +262,9 @@ class ReorderStep(Step):
 
     def replay(self, stage, nest):
         nest.iters[:] = [nest.iters[i] for i in self.order]
+
+    def remap(self, pos):
+        return self.order.index(pos)
 
     def python(self, state):
         names = ", ".join(_iname(state, self.stage_id, i) for i in self.order)
