@@ -92,7 +92,7 @@ def _check_array(a, t, role: str) -> np.ndarray:
     return a
 
 
-def build(dag: ComputeDAG, target="llvm", schedule=None) -> Kernel:
+def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="error") -> Kernel:
     """Compile ``dag`` for ``target``.
 
     Parameters
@@ -102,6 +102,16 @@ def build(dag: ComputeDAG, target="llvm", schedule=None) -> Kernel:
         ``"llvm"`` compiles for this host CPU (its features detected).
     schedule : Schedule, optional
         An explicit schedule of ``dag``; by default every stage at root in natural loop order.
+    log : str or path, optional
+        A tuning log (JSON lines): build the best valid record for ``dag.workload_key`` and
+        ``str(target)`` (records of another CPU/arch of the same target kind are used, with a
+        warning, when none match exactly). Exclusive with ``schedule``. A record that no longer
+        replays is skipped, with a warning, for the next best. A missing file raises
+        ``FileNotFoundError``.
+    on_missing : "error" or "default"
+        With ``log``, when the log has no usable record for this workload and target:
+        ``"error"`` raises ``LookupError`` (naming the key, the target and what the log holds);
+        ``"default"`` warns and builds the default schedule.
 
     Returns
     -------
@@ -110,7 +120,14 @@ def build(dag: ComputeDAG, target="llvm", schedule=None) -> Kernel:
     """
     if not isinstance(dag, ComputeDAG):
         raise TypeError(f"build expects a ComputeDAG, got {type(dag).__name__}")
+    if on_missing not in ("error", "default"):
+        raise ValueError(f"on_missing must be 'error' or 'default', got {on_missing!r}")
+    if schedule is not None and log is not None:
+        raise ValueError("give either schedule= or log=, not both")
     target = Target.parse(target)
+    if log is not None:
+        from .schedule.records import schedule_from_log
+        schedule = schedule_from_log(dag, log, target, on_missing)
     if schedule is not None and getattr(schedule, "dag", None) is not dag:
         raise ValueError("the schedule was made for a different ComputeDAG")
     sched_key = "default" if schedule is None else schedule.key

@@ -117,10 +117,12 @@ class _Lowering:
         if first_red is None and init is not None:  # a reduction over an empty set of axes
             stmt = seq(init, stmt)
         for p in reversed(range(len(iters))):
-            stmt = _guard(guards.get(p), stmt)
+            # producers computed here run under this loop's guards: an iteration the guards skip
+            # (a non-divisible tail, past a sparse row's end) must not compute their region either
             for pid in reversed(self.attached.get((sid, p), [])):
                 ps = self.state.stages[pid]
                 stmt = Allocate(self.buffers[id(ps.tensor)], seq(self.stage_nest(pid), stmt))
+            stmt = _guard(guards.get(p), stmt)
             it = iters[p]
             ext = self.convert(it.extent, values, ranges)
             stmt = _loop(it, ext, stmt)

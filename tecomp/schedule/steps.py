@@ -130,6 +130,20 @@ def _check_order(stage, nest: LoopNest) -> None:
         bound.add(it.var)
 
 
+def _clamp(lengths: tuple, extent: int | None, inner_to_outer: bool) -> tuple:
+    """Lengths no larger than what the extent leaves for them (a split of 10 by 32 makes loops of
+    1 and 10, not 1 and 32): a stage computed at a small region keeps its tiling without idle
+    iterations."""
+    if extent is None:
+        return lengths
+    out, rem = [], extent
+    for x in (reversed(lengths) if inner_to_outer else lengths):
+        x = max(1, min(x, rem))
+        out.append(x)
+        rem = -(-rem // x)
+    return tuple(reversed(out)) if inner_to_outer else tuple(out)
+
+
 def _ceildiv(e, f: int):
     if isinstance(e, Const):
         return Const(-(-e.value // f), dt.INDEX)
@@ -160,12 +174,13 @@ class SplitStep(Step):
 
     def replay(self, stage, nest):
         it = nest.iters[self.iter_id]
+        lengths = _clamp(self.lengths, it.const_extent, self.inner_to_outer)
         prod = 1
-        for x in self.lengths:
+        for x in lengths:
             prod *= x
         rest = _ceildiv(it.extent, prod)
-        exts = [rest] + [Const(x, dt.INDEX) for x in self.lengths] if self.inner_to_outer \
-            else [Const(x, dt.INDEX) for x in self.lengths] + [rest]
+        exts = [rest] + [Const(x, dt.INDEX) for x in lengths] if self.inner_to_outer \
+            else [Const(x, dt.INDEX) for x in lengths] + [rest]
         new = [Iter(f"{it.name}.{n}", Var(f"{it.name}.{n}"), e, it.kind) for n, e in enumerate(exts)]
         # extents may be expressions of root axes (data-dependent); in the value of the old loop
         # they must be in terms of loop variables like every root value

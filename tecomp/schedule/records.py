@@ -1,0 +1,451 @@
+"""Tuning records: one JSON line per measured schedule, and picking the best one for a build.
+
+A record is a serialized step list (``Schedule.records()``) plus its measurement. It lives in the
+schedule layer so that building from a log (``tc.build(dag, log=...)``) needs nothing of the search.
+
+What we do better than Ansor's format (``shared/reference/ansor.md`` section 6):
+
+- the workload key is ``ComputeDAG.workload_key``, a structural hash of the computation, not an
+  md5 of printed text, so logs survive changes to printing and naming;
+- every line carries an integer version ``"v"``; a reader skips lines newer than it understands,
+  with a warning, instead of misreading them;
+- results carry a named error kind (``"build_timeout"``, ``"wrong_answer"`` ...) and its message;
+- a batch is written with one ``write()`` and ``fsync``-ed, and a truncated or garbage line (a
+  tuning killed with ``kill -9``) is skipped with a warning naming the file and line, never fatal;
+- the random decisions of the search are stored beside the steps, so a record can be mutated and
+  replayed, and sparse tasks store a hash of the index data they were tuned with.
+
+Line format (version 1; keys in this order, compact separators)::
+
+    {"v":1,"key":WORKLOAD_KEY,"target":"llvm -mcpu=znver3","steps":[["SP",2,0,[8,4],true],...],
+     "decisions":{...},"result":{"costs":[s,...],"error":"none","msg":"","build_s":0.4,"time":T},
+     "data":DATA_HASH,"flops":2.0e9}
+
+Required on reading: ``v``, ``key``, ``target``, ``steps``, ``result`` (with ``costs`` and
+``error``). ``decisions``, ``data``, ``flops`` and the other result fields default when absent.
+Costs that are not finite are written as ``null`` (strict JSON) and read back as infinity.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+
+__all__ = ["RECORD_VERSION", "ErrorKind", "MeasureResult", "Record", "append_records",
+           "load_records", "best_record", "ranked_records", "measured_keys", "schedule_from_log"]
+
+#: The version this code writes, and the newest it reads.
+RECORD_VERSION = 1
+
+_COMPACT = (",", ":")
+
+
+class ErrorKind(enum.Enum):
+    """Why a measurement has no valid cost (``NONE``: it has one)."""
+    NONE = "none"
+    INVALID_SCHEDULE = "invalid_schedule"
+    BUILD_ERROR = "build_error"
+    BUILD_TIMEOUT = "build_timeout"
+    RUN_ERROR = "run_error"
+    RUN_TIMEOUT = "run_timeout"
+    CRASH = "crash"
+    WRONG_ANSWER = "wrong_answer"
+
+
+@dataclass
+class MeasureResult:
+    """The measurement of one schedule.
+
+    Attributes
+    ----------
+    costs : tuple of float
+        Seconds per run, one per repeat (empty when it failed).
+    error : ErrorKind
+    error_msg : str
+    build_seconds : float
+        Time spent compiling.
+    timestamp : float
+        ``time.time()`` when measured.
+    """
+    costs: tuple = ()
+    error: ErrorKind = ErrorKind.NONE
+    error_msg: str = ""
+    build_seconds: float = 0.0
+    timestamp: float = field(default_factory=time.time)
+
+    def __post_init__(self):
+        self.costs = tuple(float(c) for c in self.costs)
+        if not isinstance(self.error, ErrorKind):
+            self.error = ErrorKind(self.error)
+        self.error_msg = str(self.error_msg)
+        self.build_seconds = float(self.build_seconds)
+        self.timestamp = float(self.timestamp)
+
+    @property
+    def mean_cost(self) -> float:
+        """Mean seconds per run; infinity when it failed or has no (finite) costs."""
+        if self.error is not ErrorKind.NONE or not self.costs:
+            return math.inf
+        m = sum(self.costs) / len(self.costs)
+        return m if math.isfinite(m) else math.inf
+
+    @property
+    def is_valid(self) -> bool:
+        return self.error is ErrorKind.NONE and math.isfinite(self.mean_cost)
+
+
+@dataclass
+class Record:
+    """One tuning-log line: which workload on which target, the schedule's steps (and the search's
+    decisions that produced them), and how it measured."""
+    workload_key: str
+    target: str
+    steps: list
+    decisions: dict
+    result: MeasureResult
+    data_hash: str = ""
+    flop_count: float = 0.0
+    version: int = RECORD_VERSION
+
+    def __post_init__(self):
+        self.workload_key = str(self.workload_key)
+        self.target = str(self.target)
+        # normalize tuples to lists (as they come back from JSON), so a round trip compares equal
+        self.steps = _plain(list(self.steps))
+        self.decisions = _plain(dict(self.decisions or {}))
+        self.data_hash = str(self.data_hash or "")
+        self.flop_count = float(self.flop_count)
+
+    @property
+    def key(self) -> str:
+        """The de-duplication key of the schedule (equals ``Schedule.key`` / ``State.key``)."""
+        return json.dumps(self.steps, separators=_COMPACT)
+
+    @property
+    def cost(self) -> float:
+        return self.result.mean_cost
+
+    def to_json(self) -> str:
+        """The record as one line of compact JSON (no trailing newline)."""
+        r = self.result
+        obj = {
+            "v": self.version,
+            "key": self.workload_key,
+            "target": self.target,
+            "steps": self.steps,
+            "decisions": self.decisions,
+            "result": {"costs": [c if math.isfinite(c) else None for c in r.costs],
+                       "error": r.error.value, "msg": r.error_msg, "build_s": r.build_seconds,
+                       "time": r.timestamp},
+            "data": self.data_hash,
+            "flops": self.flop_count,
+        }
+        return json.dumps(obj, separators=_COMPACT, allow_nan=False)
+
+    @staticmethod
+    def from_json(line: str) -> "Record":
+        """Parse one line; ``ValueError`` with the reason when it is not a record this version
+        reads (bad JSON, missing keys, wrong types, a newer format version)."""
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"a record is a JSON object, got {type(obj).__name__}")
+        if "v" not in obj:
+            raise ValueError("no format version key 'v'")
+        v = obj["v"]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"format version {v!r} is not a positive integer")
+        if v > RECORD_VERSION:
+            raise ValueError(f"record format version {v} is newer than this tecomp reads "
+                             f"(up to {RECORD_VERSION}); upgrade tecomp to read it")
+        missing = [k for k in ("key", "target", "steps", "result") if k not in obj]
+        if missing:
+            raise ValueError(f"missing key(s) {', '.join(map(repr, missing))}")
+        res = obj["result"]
+        if not isinstance(res, dict):
+            raise ValueError("'result' must be an object")
+        missing = [k for k in ("costs", "error") if k not in res]
+        if missing:
+            raise ValueError(f"'result' is missing key(s) {', '.join(map(repr, missing))}")
+        if not isinstance(obj["key"], str) or not isinstance(obj["target"], str):
+            raise ValueError("'key' and 'target' must be strings")
+        steps = obj["steps"]
+        if not isinstance(steps, list) or not all(isinstance(s, list) and s and
+                                                  isinstance(s[0], str) for s in steps):
+            raise ValueError("'steps' must be a list of step records like "
+                             "[\"SP\", 2, 0, [8], true]")
+        decisions = obj.get("decisions", {})
+        if not isinstance(decisions, dict):
+            raise ValueError("'decisions' must be an object")
+        costs = res["costs"]
+        if not isinstance(costs, list) or not all(
+                c is None or (isinstance(c, (int, float)) and not isinstance(c, bool))
+                for c in costs):
+            raise ValueError("'result.costs' must be a list of numbers")
+        try:
+            error = ErrorKind(res["error"])
+        except ValueError:
+            raise ValueError(f"unknown error kind {res['error']!r} (known: "
+                             f"{', '.join(e.value for e in ErrorKind)})") from None
+        try:
+            result = MeasureResult(
+                costs=tuple(math.inf if c is None else c for c in costs), error=error,
+                error_msg=res.get("msg", ""), build_seconds=res.get("build_s", 0.0),
+                timestamp=res.get("time", 0.0))
+            rec = Record(obj["key"], obj["target"], [], {}, result,
+                         data_hash=obj.get("data", ""), flop_count=obj.get("flops", 0.0),
+                         version=v)
+            rec.steps, rec.decisions = steps, decisions  # fresh from JSON: no normalizing
+            return rec
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"bad field: {e}") from None
+
+
+def _plain(x):
+    """``x`` as JSON gives it back: tuples become lists, dict keys strings, enums their values."""
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, enum.Enum):
+        return x.value
+    if isinstance(x, (bool, int, float, str)) or x is None:
+        return x
+    if hasattr(x, "item"):  # numpy scalars
+        return x.item()
+    raise TypeError(f"{type(x).__name__} {x!r} cannot be stored in a tuning record")
+
+
+# ---------------------------------------------------------------------------------- files
+def append_records(path, records) -> int:
+    """Append records to the JSON-lines file ``path`` (parents created) and ``fsync`` it.
+
+    The batch is one ``write()`` on a file opened for appending, so a tuning killed at any moment
+    (``kill -9``) loses nothing appended before, and at worst leaves one truncated last line, which
+    :func:`load_records` skips. If the file does not end with a newline (such a truncated line), a
+    newline is written first so the new records are not glued to it. Returns the number appended.
+    """
+    if isinstance(records, Record):
+        records = [records]
+    lines = [r.to_json() for r in records]
+    path = os.fspath(path)
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    created = not os.path.exists(path)
+    with open(path, "ab+") as f:
+        size = f.seek(0, os.SEEK_END)
+        lead = b""
+        if size:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                lead = b"\n"
+        if lines:
+            f.write(lead + ("\n".join(lines) + "\n").encode("utf-8"))  # O_APPEND: at the end
+            f.flush()
+            os.fsync(f.fileno())
+    if created and parent:
+        _fsync_dir(parent)
+    return len(lines)
+
+
+def _fsync_dir(d: str) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def load_records(path) -> list:
+    """Read the records of a JSON-lines log.
+
+    Blank lines and lines starting with ``#`` are skipped. A line that is not a record this version
+    reads (the truncated last line of a killed run, garbage, a newer format version) is skipped with
+    a ``RuntimeWarning`` naming the file, the line number and the reason; it never raises for that.
+    A missing file raises ``FileNotFoundError``.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace", newline=None) as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"tuning log {path!r} does not exist") from None
+    out = []
+    for n, line in enumerate(text.split("\n"), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        try:
+            out.append(Record.from_json(s))
+        except ValueError as e:
+            warnings.warn(f"{path}:{n}: skipped a line that is not a tuning record: {e}",
+                          RuntimeWarning, stacklevel=2)
+    return out
+
+
+def _as_records(records_or_path) -> list:
+    if isinstance(records_or_path, (str, bytes, os.PathLike)):
+        return load_records(records_or_path)
+    return list(records_or_path)
+
+
+# ---------------------------------------------------------------------------------- queries
+def _target_kind(target: str) -> str:
+    parts = str(target).split()
+    return parts[0] if parts else ""
+
+
+def ranked_records(records_or_path, workload_key: str, target) -> tuple:
+    """``(records, exact)``: the valid records of ``workload_key`` for ``target``, best (lowest mean
+    cost) first, one per distinct schedule. ``exact`` says whether they match ``str(target)``
+    exactly; when no record does, records of the same target kind (``llvm``, ``cuda``) are returned
+    with ``exact=False``."""
+    target = str(target)
+    valid = [r for r in _as_records(records_or_path)
+             if r.workload_key == workload_key and r.result.is_valid]
+    exact = [r for r in valid if r.target == target]
+    cands, is_exact = exact, True
+    if not exact:
+        kind = _target_kind(target)
+        cands, is_exact = [r for r in valid if _target_kind(r.target) == kind], False
+    cands.sort(key=lambda r: r.cost)
+    seen, out = set(), []
+    for r in cands:
+        if r.key not in seen:
+            seen.add(r.key)
+            out.append(r)
+    return out, is_exact
+
+
+def _warn_other_target(recs, target, stacklevel):
+    tuned = sorted({r.target for r in recs})
+    warnings.warn(f"no record was tuned for target {str(target)!r}; using records tuned for "
+                  f"{', '.join(map(repr, tuned))} (another CPU/GPU architecture: the schedule is "
+                  f"valid but may not be the fastest here; tune for this target to fix)",
+                  UserWarning, stacklevel=stacklevel)
+
+
+def best_record(records_or_path, workload_key: str, target, data_hash: str | None = None):
+    """The valid record (error ``NONE``, finite mean cost) of lowest mean cost for ``workload_key``
+    and ``target`` (a ``Target`` or its string), or ``None``.
+
+    Records for exactly ``str(target)`` win; if there are none, records of the same target kind
+    (the part before the first space, e.g. ``llvm``) are used, with a warning that the log was tuned
+    for another CPU/architecture. ``data_hash`` does not filter: a tuned sparse kernel is valid for
+    any index data of the same shapes and nnz (the workload key covers those).
+    """
+    del data_hash  # informational only, see the docstring
+    recs, exact = ranked_records(records_or_path, workload_key, target)
+    if not recs:
+        return None
+    if not exact:
+        _warn_other_target(recs, target, stacklevel=3)
+    return recs[0]
+
+
+def measured_keys(records, workload_key: str | None = None, target=None) -> set:
+    """The de-duplication keys (``Schedule.key``) of the schedules in ``records`` (a list or a log
+    path), optionally only those of one workload and/or target string: what a resumed tuning must
+    not measure again."""
+    t = None if target is None else str(target)
+    return {r.key for r in _as_records(records)
+            if (workload_key is None or r.workload_key == workload_key)
+            and (t is None or r.target == t)}
+
+
+# ---------------------------------------------------------------------------------- building
+_LOG_CACHE: dict = {}
+
+
+def _load_cached(path) -> list:
+    """``load_records`` memoized on (path, mtime, size): building many kernels from one large log
+    parses it once, and an appended log is re-read."""
+    path = os.path.abspath(os.fspath(path))
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"tuning log {path!r} does not exist") from None
+    key = (path, st.st_mtime_ns, st.st_size)
+    hit = _LOG_CACHE.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    recs = load_records(path)
+    _LOG_CACHE[path] = (key, recs)
+    return recs
+
+
+def schedule_from_log(dag, log, target, on_missing: str = "error"):
+    """The schedule of the best record in ``log`` for ``dag`` on ``target``, replayed on ``dag``;
+    ``None`` (after a warning) when there is none and ``on_missing="default"``.
+
+    If the best record does not replay (e.g. a step this version rejects), the next best is tried,
+    with a warning. With ``on_missing="error"``, no usable record raises ``LookupError`` naming the
+    workload key, the target and what the log holds. A missing log file raises
+    ``FileNotFoundError`` either way (a wrong path should not silently give an untuned kernel).
+    """
+    from .schedule import Schedule
+    if on_missing not in ("error", "default"):
+        raise ValueError(f"on_missing must be 'error' or 'default', got {on_missing!r}")
+    records = _load_cached(log)
+    wkey, target = dag.workload_key, str(target)
+    ranked, exact = ranked_records(records, wkey, target)
+    if ranked and not exact:
+        _warn_other_target(ranked, target, stacklevel=4)
+    failures = []
+    for n, rec in enumerate(ranked):
+        try:
+            sched = Schedule.from_records(dag, rec.steps)
+        except Exception as e:  # noqa: BLE001 - any replay failure means: try the next record
+            failures.append(f"{type(e).__name__}: {e}")
+            continue
+        if failures:
+            warnings.warn(f"tuning log {os.fspath(log)!r}: the {n} best record(s) for workload "
+                          f"{wkey[:16]} on {target!r} do not replay with this version of tecomp "
+                          f"({failures[0]}); using the next best (mean cost "
+                          f"{rec.cost * 1e3:.4g} ms)", UserWarning, stacklevel=3)
+        return sched
+    if failures:
+        why = (f"none of its {len(ranked)} valid record(s) for this workload replays with this "
+               f"version of tecomp (first failure: {failures[0]})")
+    else:
+        why = _describe_log(records, wkey, target)
+    msg = (f"tuning log {os.fspath(log)!r} has no usable record for workload key {wkey} on target "
+           f"{target!r}: {why}")
+    if on_missing == "error":
+        raise LookupError(msg + ". Tune it (tc.tune) or pass on_missing='default' to build with "
+                                "the default schedule.")
+    warnings.warn(msg + "; building with the default schedule", UserWarning, stacklevel=3)
+    return None
+
+
+def _describe_log(records, wkey: str, target: str) -> str:
+    if not records:
+        return "the log has 0 records"
+    by_key: dict = {}
+    for r in records:
+        by_key[r.workload_key] = by_key.get(r.workload_key, 0) + 1
+    if wkey in by_key:
+        mine = [r for r in records if r.workload_key == wkey]
+        valid = [r for r in mine if r.result.is_valid]
+        if not valid:
+            return (f"the log has {len(records)} record(s), {len(mine)} for this workload, all "
+                    f"failed measurements")
+        return (f"the log has {len(records)} record(s), {len(valid)} valid for this workload but "
+                f"for other targets ({', '.join(sorted({r.target for r in valid}))})")
+    shown = sorted(by_key.items(), key=lambda kv: -kv[1])
+    listing = ", ".join(f"{k} ({c})" for k, c in shown[:8])
+    more = f" and {len(shown) - 8} more" if len(shown) > 8 else ""
+    return (f"the log has {len(records)} record(s), for {len(by_key)} other workload key(s): "
+            f"{listing}{more}")

@@ -1,0 +1,115 @@
+"""Predicates of the sketch rules, computed on the stages of a schedule State (whose ops cache
+steps may have rewritten), after Ansor's access analysis."""
+from __future__ import annotations
+
+from ..ir.expr import BinOp, BinOpKind, Const, Reduce, Select, TensorRead, UnOp, Var, walk
+from ..schedule.inline import effective_readers
+from ..schedule.state import State
+
+__all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
+           "is_tiled", "spatial_size", "reduce_size", "has_data_dependent_loops"]
+
+
+def is_output(state: State, sid: int) -> bool:
+    t = state.stages[sid].tensor
+    return any(t is o for o in state.dag.outputs)
+
+
+def _simple_index(e, axes_ids) -> bool:
+    """An axis variable plus an optional constant shift."""
+    if isinstance(e, Var):
+        return id(e) in axes_ids
+    if isinstance(e, BinOp) and e.op in (BinOpKind.ADD, BinOpKind.SUB):
+        return isinstance(e.b, Const) and isinstance(e.a, Var) and id(e.a) in axes_ids
+    return False
+
+
+def strictly_inlineable(state: State, sid: int) -> bool:
+    """Elementwise, no branch, no expensive intrinsic, every read a simple access in axis order:
+    inlining it can only remove work."""
+    s = state.stages[sid]
+    if s.is_placeholder or s.op.is_ragged or is_output(state, sid):
+        return False
+    body = s.op.body
+    if isinstance(body, Reduce):
+        return False
+    axes_ids = [id(a) for a in s.op.axes]
+    for x in walk(body):
+        if isinstance(x, Select) or isinstance(x, UnOp) and x.op.is_math:
+            return False
+        if isinstance(x, TensorRead):
+            idx = x.indices
+            if not all(_simple_index(i, set(axes_ids)) for i in idx):
+                return False
+            used = [id(i if isinstance(i, Var) else i.a) for i in idx]
+            if used != sorted(used, key=axes_ids.index) or len(set(used)) != len(used):
+                return False
+    return True
+
+
+def needs_multi_level_tiling(state: State, sid: int) -> bool:
+    """Data reuse: at least two inputs (or one, in a reduction) miss some spatial axis of extent > 1
+    in all their indices."""
+    s = state.stages[sid]
+    if s.is_placeholder or s.op.is_ragged:
+        return False
+    op = s.op
+    axes = [a for a in op.axes if (a.const_extent or 0) > 1]
+    reads: dict = {}
+    exprs = [op.body] + [b for a in op.reduce_axes for b in (a.begin, a.end)]
+    for e in exprs:
+        for x in walk(e):
+            if isinstance(x, TensorRead):
+                reads.setdefault(id(x.tensor), []).append(x)
+    count = 0
+    for rs in reads.values():
+        used = {id(v) for r in rs for i in r.indices for v in walk(i) if isinstance(v, Var)}
+        if any(id(a) not in used for a in axes):
+            count += 1
+    return count >= 2 or (count >= 1 and isinstance(op.body, Reduce))
+
+
+def fusible_consumer(state: State, sid: int) -> int | None:
+    """The single consumer that reads this stage elementwise (same shape, indices exactly its axes),
+    when there is one and not both are reductions."""
+    readers = effective_readers(state, sid)
+    if len(readers) != 1:
+        return None
+    (cid,) = readers
+    s, c = state.stages[sid], state.stages[cid]
+    if c.op.is_ragged or c.tensor.shape != s.tensor.shape or c.scope == "shared":
+        return None
+    if isinstance(s.op.body, Reduce) and isinstance(c.op.body, Reduce):
+        return None
+    reads = [x for x in walk(c.op.body) if isinstance(x, TensorRead) and x.tensor is s.tensor]
+    if not reads:
+        return None  # read through an inlined stage: not elementwise-matched in Ansor's sense
+    for r in reads:
+        if len(r.indices) != len(c.op.axes) or any(i is not a for i, a in zip(r.indices, c.op.axes)):
+            return None
+    return cid
+
+
+def is_tiled(state: State, sid: int) -> bool:
+    return any(getattr(r, "code", "") == "SP" for r in state.stages[sid].relations)
+
+
+def spatial_size(state: State, sid: int) -> int:
+    n = 1
+    for a in state.stages[sid].op.axes:
+        n *= a.const_extent or 1
+    return n
+
+
+def reduce_size(state: State, sid: int) -> int:
+    n = 1
+    for a in state.stages[sid].op.reduce_axes:
+        n *= a.const_extent or 1
+    return n
+
+
+def has_data_dependent_loops(state: State, sid: int) -> bool:
+    s = state.stages[sid]
+    return any(a.const_extent is None for a in s.root_axes)
+
+
