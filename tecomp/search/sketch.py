@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..ir.expr import IterKind
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep, ComputeInlineStep
 from ..schedule.rfactor import RfactorStep
-from ..schedule.state import ComputeLocation, State
+from ..schedule.state import ComputeLocation, ScheduleError, State
 from ..schedule.steps import ReorderStep, SplitStep
 from . import analysis as an
 
@@ -130,17 +130,20 @@ def multi_level_tile(p: _Partial, sid: int, structure: str = TILING_CPU) -> dict
                       lambda i, ext=ext, n=n: TileHole(i, ext, n))
         parts[it.name] = (idx, [f"{it.name}.{k}" for k in range(n)], it.kind)
     order, level = [], {IterKind.SPATIAL: 0, IterKind.REDUCE: 0}
+    dynamic = {nm for src, names, _ in parts.values() if src is None for nm in names
+               if p.state.stages[sid].iters[p.state.iter_index(sid, nm)].const_extent is None}
     for ch in structure:
         kind = IterKind.SPATIAL if ch == "S" else IterKind.REDUCE
         lv = level[kind]
         level[kind] += 1
         for _, names, k in parts.values():
-            if k is kind and (lv < len(names)):
+            if k is kind and lv < len(names) and names[lv] not in dynamic:
                 order.append(names[lv])
-    for _, names, _k in parts.values():  # unsplit loops of kinds the structure lacks
-        for nm in names:
-            if nm not in order:
-                order.append(nm)
+    # unsplit loops of kinds the structure lacks, then data-dependent loops (sparse rows), which
+    # must sit inside every loop their extent depends on
+    for _, names, _k in parts.values():
+        order += [nm for nm in names if nm not in order and nm not in dynamic]
+    order += sorted(dynamic, key=lambda nm: p.state.iter_index(sid, nm))
     p.apply(ReorderStep(sid, tuple(p.state.iter_index(sid, nm) for nm in order)))
     return parts
 
@@ -316,7 +319,10 @@ def generate_sketches(task, rules=None, max_sketches: int = 64) -> list:
             res = rule.meet(p, sid, task)
             if res is RuleResult.SKIP:
                 continue
-            queue.extend(rule.apply(p.copy(), sid, task))
+            try:
+                queue.extend(rule.apply(p.copy(), sid, task))
+            except ScheduleError:
+                continue  # the rule does not fit this stage after all
             if res is RuleResult.APPLY_AND_SKIP_REST:
                 break
     for sk in done:

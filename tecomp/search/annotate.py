@@ -1,0 +1,236 @@
+"""Random annotation: a sketch plus explicit *decisions* becomes a concrete schedule.
+
+Decisions (JSON-able, stored in the records beside the steps):
+
+- ``tile``: split step index (as str) -> inner lengths; exact divisor factorizations mostly, and
+  also non-divisible ones (tails are guarded), which Ansor's exact-divisor sampling cannot reach;
+- ``loc``: stage name -> index into that stage's compute-location candidates (root, inline, or a
+  loop of its consumer), for stages the sketch left untiled (padding, elementwise with branches);
+- ``par``: stage name -> number of outer loops fused into the parallel loop (0: none);
+- ``vec``: stage name -> number of inner loops fused into the vectorized loop (0: none);
+- ``unroll``: stage name -> ``auto_unroll_max_step`` (0: none).
+
+:func:`materialize` replays a sketch under decisions, sampling every missing or no longer valid
+decision, so a mutation is "change one decision, materialize again".
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ..ir.expr import IterKind
+from ..schedule.compute_steps import ComputeAtStep, ComputeInlineStep
+from ..schedule.inline import effective_readers
+from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
+from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep
+from . import analysis as an
+from .sketch import Sketch, TileHole
+
+__all__ = ["Candidate", "materialize", "factorizations", "UNROLL_CHOICES", "MAX_INNERMOST",
+           "MAX_VECTOR"]
+
+UNROLL_CHOICES = (0, 16, 64, 512)
+MAX_INNERMOST = 64
+MAX_VECTOR = 64
+NON_DIVISIBLE_PROB = 0.15
+_NICE = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 48, 64)
+
+
+@dataclass
+class Candidate:
+    """A concrete program: sketch index, decisions, the steps they give and the state."""
+    sketch: int
+    decisions: dict
+    steps: list
+    state: State
+
+    @property
+    def key(self) -> str:
+        return self.state.key
+
+
+def _divisors(n: int) -> list:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@functools.lru_cache(maxsize=4096)
+def factorizations(extent: int, parts: int, max_innermost: int = MAX_INNERMOST) -> tuple:
+    """Every way to write ``extent`` as a product of ``parts`` factors, as the ``parts - 1`` inner
+    ones (outer to inner), innermost at most ``max_innermost``."""
+    out = []
+
+    def rec(rest: int, k: int, acc: tuple):
+        if k == 0:
+            out.append(acc)
+            return
+        for d in _divisors(rest):
+            if k == parts - 1 and d > max_innermost:  # d is the innermost factor
+                continue
+            rec(rest // d, k - 1, (d,) + acc)
+    rec(extent, parts - 1, ())
+    return tuple(out)
+
+
+def sample_tile(rng, extent: int, parts: int) -> list:
+    if parts <= 1:
+        return []
+    if rng.random() < NON_DIVISIBLE_PROB and extent > 8:
+        out, budget = [], extent
+        for k in range(parts - 1):
+            cands = [x for x in _NICE if x <= budget and (k < parts - 2 or x <= MAX_INNERMOST)]
+            x = int(rng.choice(cands))
+            out.append(x)
+            budget = max(1, budget // x)
+        return out
+    opts = factorizations(extent, parts)
+    return list(opts[int(rng.integers(len(opts)))])
+
+
+def _valid_tile(v, hole: TileHole) -> bool:
+    if not isinstance(v, (list, tuple)) or len(v) != hole.parts - 1:
+        return False
+    prod = 1
+    for x in v:
+        if not isinstance(x, int) or x < 1:
+            return False
+        prod *= x
+    return prod <= max(hole.extent, 1) and (not v or v[-1] <= MAX_INNERMOST)
+
+
+def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> Candidate | None:
+    """The candidate of ``sketch`` under ``decisions`` (missing ones sampled with ``rng`` and
+    written back); None when the result is not a legal schedule."""
+    d = {k: dict(decisions.get(k, {})) for k in ("tile", "loc", "par", "vec", "unroll")}
+    tiles = {}
+    for idx, h in sketch.holes.items():
+        if isinstance(h, TileHole):
+            v = d["tile"].get(str(idx))
+            if not _valid_tile(v, h):
+                v = sample_tile(rng, h.extent, h.parts)
+            d["tile"][str(idx)] = list(v)
+            tiles[idx] = tuple(v)
+    steps = sketch.with_lengths(tiles)
+    try:
+        state = State.replay(task.dag, steps)
+        _compute_locations(state, steps, d["loc"], rng)
+        _parallel(state, steps, d["par"], rng, task.hardware.num_cores)
+        _vectorize(state, steps, d["vec"], rng)
+        _unroll(state, steps, d["unroll"], rng)
+    except ScheduleError:
+        return None
+    return Candidate(sketch_id, d, steps, state)
+
+
+def _apply(state: State, steps: list, step) -> None:
+    state.apply(step)
+    steps.append(step)
+
+
+def _choose(table: dict, name: str, n: int, rng, default=None) -> int:
+    v = table.get(name)
+    if not isinstance(v, int) or not 0 <= v < n:
+        v = default if default is not None and rng.random() < 0.5 else int(rng.integers(n))
+    table[name] = v
+    return v
+
+
+def _compute_locations(state, steps, table, rng) -> None:
+    """Untiled, non-output stages at root (padding, branchy elementwise): root, inline, or at a
+    loop of their consumer outside its first reduction loop."""
+    for sid in reversed(range(len(state.stages))):
+        s = state.stages[sid]
+        if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
+                or an.is_output(state, sid) or s.op.is_ragged or s.scope != "global":
+            continue
+        if an.needs_multi_level_tiling(state, sid):
+            continue
+        cands = [("root",)]
+        if s.op.reduce_axes == () and not an.is_output(state, sid):
+            cands.append(("inline",))
+        readers = sorted(effective_readers(state, sid))
+        if len(readers) == 1:
+            cid = readers[0]
+            c = state.stages[cid]
+            for k, it in enumerate(c.iters):
+                if it.kind is IterKind.REDUCE or it.const_extent is None:
+                    break
+                if it.const_extent > 1 and it.annotation is Annotation.NONE:
+                    cands.append(("at", cid, k))
+        choice = cands[_choose(table, s.name, len(cands), rng)]
+        if choice[0] == "inline":
+            _apply(state, steps, ComputeInlineStep(sid))
+        elif choice[0] == "at":
+            _apply(state, steps, ComputeAtStep(sid, choice[1], choice[2]))
+
+
+def _parallel(state, steps, table, rng, cores) -> None:
+    """Fuse the outer spatial loops of each root stage into one parallel loop."""
+    for sid, s in enumerate(state.stages):
+        if s.is_placeholder or s.location is not ComputeLocation.ROOT:
+            continue
+        its = s.iters
+        n_max, prod, default = 0, 1, None
+        for it in its:
+            if it.kind is not IterKind.SPATIAL or it.const_extent is None \
+                    or it.annotation is not Annotation.NONE:
+                break
+            n_max += 1
+            prod *= it.const_extent
+            if default is None and prod >= 16 * cores:
+                default = n_max
+        if n_max == 0:
+            continue
+        n = _choose(table, s.name, n_max + 1, rng, default if default is not None else n_max)
+        if n == 0:
+            continue
+        if n > 1:
+            _apply(state, steps, FuseStep(sid, tuple(range(n))))
+        if state.stages[sid].iters[0].const_extent > 1:
+            _apply(state, steps, AnnotationStep(sid, 0, Annotation.PARALLEL))
+
+
+def _vectorize(state, steps, table, rng) -> None:
+    """Fuse trailing spatial loops (product at most MAX_VECTOR, none an attach point) and
+    vectorize them."""
+    for sid, s in enumerate(state.stages):
+        if s.is_placeholder or s.location is ComputeLocation.INLINE:
+            continue
+        attached = {o.attach[1] for o in state.stages
+                    if o.location is ComputeLocation.AT and o.attach[0] == sid}
+        its = s.iters
+        n_max, prod = 0, 1
+        for k in reversed(range(len(its))):
+            it = its[k]
+            if it.kind is not IterKind.SPATIAL or it.const_extent is None or k in attached \
+                    or it.annotation is not Annotation.NONE or prod * it.const_extent > MAX_VECTOR:
+                break
+            n_max += 1
+            prod *= it.const_extent
+            if an.is_tiled(state, sid):
+                break  # a tiled stage vectorizes its innermost loop only
+        if n_max == 0:
+            continue
+        n = _choose(table, s.name, n_max + 1, rng, 1)
+        if n == 0:
+            continue
+        first = len(its) - n
+        if n > 1:
+            _apply(state, steps, FuseStep(sid, tuple(range(first, len(its)))))
+        it = state.stages[sid].iters[first]
+        if it.const_extent and it.const_extent > 1:
+            _apply(state, steps, AnnotationStep(sid, first, Annotation.VECTORIZE))
+
+
+def _unroll(state, steps, table, rng) -> None:
+    """``auto_unroll_max_step`` on the outermost loop of every stage with a reduction."""
+    for sid, s in enumerate(state.stages):
+        if s.is_placeholder or s.location is ComputeLocation.INLINE or not s.op.reduce_axes:
+            continue
+        v = table.get(s.name)
+        if v not in UNROLL_CHOICES:
+            v = int(rng.choice(UNROLL_CHOICES))
+        table[s.name] = v
+        if v and s.iters:
+            _apply(state, steps, PragmaStep(sid, 0, "auto_unroll_max_step", v))
+
+
