@@ -6,6 +6,17 @@ from .ir import (ComputeDAG, Tensor, abs, cast, compute, compute_csr, exp, if_th
 from .schedule import Schedule, ScheduleError, load_records, lower
 from .target import Target, TargetKind
 
+
+def __getattr__(name):
+    # the search is imported on first use: building from a log never needs it
+    if name in ("SearchTask", "TuningOptions"):
+        from .search import task
+        return getattr(task, name)
+    if name in ("tune", "TuneResult"):
+        from .search import tune as _tune
+        return getattr(_tune, name)
+    raise AttributeError(f"module 'tecomp' has no attribute {name!r}")
+
 __version__ = "0.1.0"
 
 __all__ = ["ir", "ops", "Kernel", "build", "ComputeDAG", "Tensor", "abs", "cast", "compute",

@@ -211,11 +211,15 @@ class State:
         return [n for n, s in enumerate(self.stages)
                 if not s.is_placeholder and any(x is t for x in s.op.inputs)]
 
+    def steps_records(self) -> list:
+        """The step records (``[code, fields...]``) of this state's steps."""
+        return [s.record() for s in self.steps]
+
     @property
     def key(self) -> str:
         """The de-duplication key: the step records."""
         import json
-        return json.dumps([s.record() for s in self.steps], separators=(",", ":"))
+        return json.dumps(self.steps_records(), separators=(",", ":"))
 
     def __repr__(self):
         from .printing import state_str

@@ -1,0 +1,184 @@
+"""Evolutionary search, ask/tell.
+
+``ask(n)`` builds a population from random annotations of the sketches plus mutants of the best
+measured candidates, evolves it for a few generations under the cost model's scores (parents drawn
+in proportion to score, mutation = change one decision and materialize again), keeps the best
+distinct never-measured candidates seen in any generation, and returns ``n`` of them, an
+epsilon-greedy share picked at random. ``tell`` records what was measured.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+
+from .annotate import MAX_INNERMOST, UNROLL_CHOICES, Candidate, materialize, sample_tile
+from .sketch import TileHole, generate_sketches
+
+__all__ = ["EvolutionarySearch", "mutate", "MUTATION_WEIGHTS"]
+
+#: mutation kinds and their weights (Ansor's CPU weights, with vectorization added)
+MUTATION_WEIGHTS = {"tile": 0.85, "unroll": 0.05, "loc": 0.05, "par": 0.03, "vec": 0.02}
+
+
+def _prime_factors(n: int) -> list:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def mutate(task, sketches, parent: Candidate, rng) -> Candidate | None:
+    """One mutation of ``parent``: a decision changed, the candidate materialized again."""
+    dec = copy.deepcopy(parent.decisions)
+    sketch = sketches[parent.sketch]
+    kinds = [k for k in MUTATION_WEIGHTS if dec.get(k)]
+    if not kinds:
+        return None
+    w = np.array([MUTATION_WEIGHTS[k] for k in kinds])
+    kind = kinds[int(rng.choice(len(kinds), p=w / w.sum()))]
+    table = dec[kind]
+    name = list(table)[int(rng.integers(len(table)))]
+    if kind == "tile":
+        hole = sketch.holes[int(name)]
+        table[name] = _mutate_tile(rng, table[name], hole)
+    elif kind == "unroll":
+        table[name] = int(rng.choice(UNROLL_CHOICES))
+    else:
+        del table[name]  # re-sampled by materialize
+    child = materialize(task, parent.sketch, sketch, dec, rng)
+    if child is None or child.key == parent.key:
+        return None
+    return child
+
+
+def _mutate_tile(rng, lengths: list, hole: TileHole) -> list:
+    """Move a prime factor between two levels (the product stays the extent); a non-divisible
+    tiling is re-sampled instead."""
+    prod = math.prod(lengths)
+    if hole.extent % prod or rng.random() < 0.1:
+        return sample_tile(rng, hole.extent, hole.parts)
+    full = [hole.extent // prod] + list(lengths)
+    for _ in range(8):
+        src, dst = rng.choice(len(full), 2, replace=False)
+        if full[src] == 1:
+            continue
+        f = int(rng.choice(_prime_factors(full[src])))
+        new = list(full)
+        new[src] //= f
+        new[dst] *= f
+        if new[-1] <= MAX_INNERMOST:
+            return new[1:]
+    return sample_tile(rng, hole.extent, hole.parts)
+
+
+class EvolutionarySearch:
+    """The search of one task. ``options`` is a TuningOptions; ``model`` a CostModel."""
+
+    def __init__(self, task, options, model, sketches=None, rng=None):
+        self.task, self.options, self.model = task, options, model
+        self.sketches = sketches if sketches is not None else generate_sketches(task)
+        if not self.sketches:
+            raise ValueError(f"no sketch for {task}")
+        self.rng = rng if rng is not None else np.random.default_rng(options.seed)
+        self.measured: set = set()
+        self.elites: list = []  # (cost, sketch index, decisions), best first
+
+    # ------------------------------------------------------------------ history
+    def sketch_index(self, name: str) -> int | None:
+        for n, sk in enumerate(self.sketches):
+            if sk.name == name:
+                return n
+        return None
+
+    def remember(self, key: str, cost: float, decisions: dict | None) -> None:
+        """A measured candidate (from this run or a resumed log)."""
+        self.measured.add(key)
+        if decisions and math.isfinite(cost):
+            idx = self.sketch_index(decisions.get("sketch", ""))
+            if idx is not None:
+                self.elites.append((cost, idx, decisions))
+                self.elites.sort(key=lambda e: e[0])
+                del self.elites[256:]
+
+    def tell(self, candidates: list, results: list) -> None:
+        for c, r in zip(candidates, results):
+            self.remember(c.key, r.mean_cost, self.decisions_of(c))
+        self.model.update(candidates, results)
+
+    def decisions_of(self, c: Candidate) -> dict:
+        return {"sketch": self.sketches[c.sketch].name, **c.decisions}
+
+    # ------------------------------------------------------------------ ask
+    def random_candidate(self) -> Candidate | None:
+        i = int(self.rng.integers(len(self.sketches)))
+        return materialize(self.task, i, self.sketches[i], {}, self.rng)
+
+    def ask(self, n: int) -> list:
+        opt, rng = self.options, self.rng
+        pop = []
+        for _ in range(opt.population * 3):
+            if len(pop) >= opt.population:
+                break
+            c = self.random_candidate()
+            if c is not None:
+                pop.append(c)
+        init = list(pop)
+        for cost, idx, dec in self.elites[:max(1, int(opt.init_measured_ratio * opt.population))]:
+            c = materialize(self.task, idx, self.sketches[idx],
+                            {k: v for k, v in dec.items() if k != "sketch"}, rng)
+            if c is not None:
+                pop.append(c)
+        best: dict = {}
+        for gen in range(opt.generations + 1):
+            if not pop:
+                break
+            scores = np.asarray(self.model.predict(pop), dtype=float)
+            for c, s in zip(pop, scores):
+                k = c.key
+                if k not in self.measured and (k not in best or best[k][0] < s):
+                    best[k] = (s, c)
+            if gen == opt.generations:
+                break
+            pop = self._next_generation(pop, scores)
+        ranked = [c for _, c in sorted(best.values(), key=lambda sc: -sc[0])]
+        n_eps = min(n, int(round(opt.eps_greedy * n)) or (1 if n > 1 and opt.eps_greedy else 0))
+        picked, keys = [], set()
+        for c in ranked:
+            if len(picked) >= n - n_eps:
+                break
+            if c.key not in keys:
+                picked.append(c)
+                keys.add(c.key)
+        pool = [c for c in init if c.key not in self.measured and c.key not in keys]
+        rng.shuffle(pool)
+        for c in pool:
+            if len(picked) >= n:
+                break
+            if c.key not in keys:
+                picked.append(c)
+                keys.add(c.key)
+        return picked
+
+    def _next_generation(self, pop: list, scores: np.ndarray) -> list:
+        opt, rng = self.options, self.rng
+        w = np.maximum(scores, 0) + 1e-9
+        w = w / w.sum()
+        out = []
+        for _ in range(opt.population * 3):
+            if len(out) >= opt.population:
+                break
+            parent = pop[int(rng.choice(len(pop), p=w))]
+            if rng.random() < opt.mutation_prob:
+                child = mutate(self.task, self.sketches, parent, rng)
+                if child is not None:
+                    out.append(child)
+            else:
+                out.append(parent)
+        return out
