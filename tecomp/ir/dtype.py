@@ -93,7 +93,16 @@ def promote(a: DType, b: DType, a_weak: bool = False, b_weak: bool = False) -> D
         return _weak(b, a)
     if b_weak and not a_weak:
         return _weak(a, b)
-    return dtype(np.result_type(a.np, b.np))
+    if a is b:  # the common case (index arithmetic); np.result_type is slow
+        return a
+    key = (a.name, b.name)
+    r = _PROMOTED.get(key)
+    if r is None:
+        r = _PROMOTED[key] = dtype(np.result_type(a.np, b.np))
+    return r
+
+
+_PROMOTED: dict = {}
 
 
 def _weak(strong: DType, weak: DType) -> DType:

@@ -164,11 +164,22 @@ def _normalize(value, t: DType):
         if isinstance(value, float) and not float(value).is_integer():
             raise TypeError(f"constant {value!r} is not an integer and cannot have type {t}")
         v = int(value)
-        info = np.iinfo(t.np)
-        if not info.min <= v <= info.max:
+        lo, hi = _int_range(t)
+        if not lo <= v <= hi:
             raise OverflowError(f"constant {v} does not fit in {t}")
         return v
     return float(t.np.type(value))  # round to the type's precision
+
+
+_RANGES: dict = {}
+
+
+def _int_range(t: DType) -> tuple:
+    r = _RANGES.get(t.name)
+    if r is None:
+        info = np.iinfo(t.np)
+        r = _RANGES[t.name] = (int(info.min), int(info.max))
+    return r
 
 
 class Var(Expr):

@@ -9,7 +9,8 @@ its loops have fixed trip counts.
 from __future__ import annotations
 
 from ..ir.arith import bound, simplify_index
-from ..ir.expr import BinOpKind, Const, TensorRead, binary, free_vars, substitute, walk
+from ..ir.expr import (BinOpKind, Const, TensorRead, binary, free_vars, structural_key, substitute,
+                       walk)
 from ..ir.interval import interval
 from .inline import expand_inline, stage_exprs
 from .state import ComputeLocation, ScheduleError, State
@@ -41,8 +42,14 @@ def infer_bounds(state: State) -> None:
                 s.region = None
                 s.invalidate()
             continue
-        s.region = _region(state, sid, by_tensor)
-        s.invalidate()
+        region = _region(state, sid, by_tensor)
+        if s.region is None or _region_key(region) != _region_key(s.region):
+            s.region = region
+            s.invalidate()
+
+
+def _region_key(region) -> tuple:
+    return tuple((structural_key(lo, id), n, b, a) for lo, n, b, a in region)
 
 
 def _region(state: State, sid: int, by_tensor: dict) -> list:

@@ -160,11 +160,12 @@ class State:
         s.stages = [st.copy() for st in self.stages]
         return s
 
-    def apply(self, step) -> "State":
-        """Apply ``step`` (it is appended to ``steps``); returns self. A step that raises leaves the
-        state as it was."""
+    def apply(self, step, atomic: bool = True) -> "State":
+        """Apply ``step`` (it is appended to ``steps``); returns self. With ``atomic`` a step that
+        raises leaves the state as it was; without, the state is unusable after an error (cheaper:
+        for replays whose failure discards the state anyway)."""
         from .bounds import infer_bounds
-        trial = self.copy()
+        trial = self.copy() if atomic else self
         step.apply(trial)
         infer_bounds(trial)
         self.stages = trial.stages
@@ -173,9 +174,10 @@ class State:
 
     @staticmethod
     def replay(dag: ComputeDAG, steps) -> "State":
+        """The state of ``steps`` applied to ``dag``'s default schedule (raises ScheduleError)."""
         st = State(dag)
         for step in steps:
-            st.apply(step)
+            st.apply(step, atomic=False)
         return st
 
     # ------------------------------------------------------------------ lookup

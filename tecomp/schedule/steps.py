@@ -109,7 +109,7 @@ def _relation(state: State, sid: int, step: Step) -> None:
     step.replay(s, trial)
     _check_order(s, trial)
     s.relations.append(step)
-    s.invalidate()
+    s._nest = trial  # the replay above is exactly the new loop structure
     for other in state.stages:  # stages attached to this one follow their loop to its new place
         if other.attach is not None and other.attach[0] == sid:
             other.attach = (sid, step.remap(other.attach[1]))

@@ -122,7 +122,7 @@ def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> C
 
 
 def _apply(state: State, steps: list, step) -> None:
-    state.apply(step)
+    state.apply(step, atomic=False)  # a failed candidate is dropped whole
     steps.append(step)
 
 

@@ -30,6 +30,7 @@ by garbage collection of the measurer and at interpreter exit.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import shutil
 import signal
@@ -69,9 +70,14 @@ class MeasureInput:
     task : SearchTask
     steps : tuple
         The schedule's step records (``Schedule.records()``), JSON-able.
+    cutoff : float
+        Seconds: a candidate whose first (checked) call takes longer is reported with that one
+        call's time instead of being timed in full (a search knows such a candidate is far from the
+        best already, and timing it properly would cost more than the rest of the round).
     """
     task: SearchTask
     steps: tuple
+    cutoff: float = math.inf
 
 
 @runtime_checkable
@@ -290,7 +296,8 @@ class LocalMeasurer:
                     continue
                 slot, gen, key, seconds = built.pop(i)
             ref = self._refs.get(tids[i]) if self.check else None
-            job = _Job("run", i, tids[i], ("run", key, tids[i], ref), o.run_timeout, slot)
+            job = _Job("run", i, tids[i], ("run", key, tids[i], ref, inputs[i].cutoff),
+                       o.run_timeout, slot)
             for _, outcome in self._execute([job]):
                 if outcome[0] == "ran":
                     results[i] = MeasureResult(costs=outcome[1], build_seconds=seconds)

@@ -120,4 +120,7 @@ class TuningOptions:
     seed: int = 0
     verbose: bool = True
     mutation_prob: float = 0.85
+    #: a candidate whose first call is this many times slower than the best so far is not timed
+    #: in full (its one call is its cost)
+    slow_cutoff: float = 10.0
     init_measured_ratio: float = 0.2

@@ -120,7 +120,8 @@ def tune(task: SearchTask, trials: int = 512, log=None, options: TuningOptions |
                         print("tecomp: the search found no new candidate; stopping early")
                     break
                 continue
-            results = measurer.measure([MeasureInput(task, tuple(c.state.steps_records()))
+            cutoff = opt.slow_cutoff * result.best_cost
+            results = measurer.measure([MeasureInput(task, tuple(c.state.steps_records()), cutoff)
                                         for c in batch])
             t2 = time.perf_counter()
             result.measure_seconds += t2 - t1

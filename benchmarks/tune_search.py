@@ -1,0 +1,84 @@
+"""Tune matmul 1024^3 and the 64x56x56 3x3 conv2d (NCHW and NHWC) with tecomp's search, then
+time the best kernels beside numpy and torch, fp32, from one run.
+
+    benchmarks/run.sh tune_search.py [--trials 512] [--model random|default] [--logdir DIR]
+
+Prints the tuning curve (best GFLOP/s after 64/128/256/512 trials), wall time, the share of time
+spent searching versus measuring, the tuner's peak memory and the final ratios.
+"""
+import argparse
+import os
+
+import numpy as np
+
+import tecomp as tc
+from tecomp.search.cost_model import RandomModel
+from tecomp.testing import workloads as W
+from tecomp.timing import time_callable
+
+CHECKPOINTS = (64, 128, 256, 512, 1024)
+
+
+def peer(name, wl, x):
+    if name == "matmul":
+        a, b = x
+        return "numpy", lambda: a @ b
+    import torch
+    data, weight = (torch.from_numpy(v) for v in x)
+    if wl.params["layout"] == "NHWC":
+        data = data.permute(0, 3, 1, 2)
+        weight = weight.permute(3, 2, 0, 1).contiguous()
+    f = torch.nn.functional.conv2d
+    return "torch", lambda: f(data, weight, padding=1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=512)
+    ap.add_argument("--model", choices=["random", "default"], default="random")
+    ap.add_argument("--logdir", default="tuning_logs")
+    ap.add_argument("--only", nargs="*", default=None)
+    args = ap.parse_args()
+    try:
+        import torch
+        torch.set_num_threads(os.cpu_count())
+    except ImportError:
+        pass
+    cases = [("matmul", W.matmul(1024, 1024, 1024)),
+             ("conv2d_nchw", W.conv2d(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, "NCHW", "direct")),
+             ("conv2d_nhwc", W.conv2d(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, "NHWC", "direct"))]
+    rows = []
+    for name, wl in cases:
+        if args.only and name not in args.only:
+            continue
+        task = tc.SearchTask(wl.dag)
+        log = os.path.join(args.logdir, f"{name}_{args.model}.jsonl")
+        if os.path.exists(log):
+            os.remove(log)
+        opt = tc.TuningOptions(verbose=True)
+        model = RandomModel(0) if args.model == "random" else None
+        res = tc.tune(task, trials=args.trials, log=log, options=opt, cost_model=model)
+        curve = {n: max((g for t, g in res.history if t <= n), default=0.0) for n in CHECKPOINTS
+                 if n <= args.trials}
+        x = wl.make_inputs(np.random.default_rng(0))
+        k = tc.build(wl.dag, log=log)
+        np.testing.assert_allclose(k(*x), wl.reference(x)[0], rtol=2e-3, atol=2e-3)
+        flops = wl.dag.flop_count()
+        t = time_callable(lambda: k(*x), repeat=7)
+        pname, pf = peer(name, wl, x)
+        tp = time_callable(pf, repeat=7)
+        share = res.search_seconds / max(res.wall_seconds, 1e-9)
+        rows.append((name, flops / t / 1e9, pname, flops / tp / 1e9, tp / t, curve, res, share))
+    print()
+    print(f"{'task':<12} {'tecomp':>8} {'peer':>14} {'ratio':>6}  curve (best GFLOP/s after N trials)")
+    for name, g, pname, gp, ratio, curve, res, share in rows:
+        cs = "  ".join(f"{n}:{v:.0f}" for n, v in curve.items())
+        print(f"{name:<12} {g:8.1f} {pname:>6} {gp:7.1f} {ratio:6.3f}  {cs}")
+    for name, g, pname, gp, ratio, curve, res, share in rows:
+        print(f"{name:<12} wall {res.wall_seconds:6.1f} s, search {share:5.1%} / measurement "
+              f"{res.measure_seconds / max(res.wall_seconds, 1e-9):5.1%} of wall time, "
+              f"{res.trials} trials, errors {res.errors}, peak RSS {res.peak_rss_mb:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Random annotation and mutation keep programs valid; tile factors cover the loop extent."""
+import math
+
+import numpy as np
+import pytest
+
+import tecomp as tc
+from tecomp.search.annotate import factorizations, materialize
+from tecomp.search.evolution import _mutate_tile, mutate
+from tecomp.search.sketch import TileHole, generate_sketches
+from tecomp.search.task import SearchTask
+from tecomp.testing import workloads as W
+
+
+def test_factorizations_are_exact_and_bounded():
+    for ext, parts in [(1024, 4), (56, 4), (97, 2), (1, 3)]:
+        fs = factorizations(ext, parts)
+        assert fs and len(set(fs)) == len(fs)
+        for f in fs:
+            assert ext % math.prod(f) == 0 and f[-1] <= 64 and len(f) == parts - 1
+
+
+def test_tile_mutation_keeps_the_product_equal_to_the_extent():
+    rng = np.random.default_rng(0)
+    hole = TileHole(0, 1024, 4)
+    v = [4, 8, 16]
+    for _ in range(500):
+        w = _mutate_tile(rng, v, hole)
+        assert len(w) == 3 and w[-1] <= 64
+        if 1024 % math.prod(w) == 0:
+            v = w
+        else:  # a re-sampled non-divisible tiling: the loops still cover the extent
+            assert math.prod(w) <= 1024
+
+
+def _loops_cover_extents(cand, task):
+    for s in cand.state.stages:
+        if s.is_placeholder or s.region is not None:
+            continue
+        nest = s.nest()
+        total = math.prod(it.const_extent for it in nest.iters if it.const_extent is not None)
+        full = math.prod(a.const_extent for a in s.root_axes if a.const_extent is not None)
+        assert total >= full
+
+
+@pytest.mark.parametrize("wl", [W.matmul(48, 40, 36), W.conv2d(1, 4, 9, 9, 8, 3, 3, 1, 1, 1, 1,
+                                                                 "NHWC", "direct"),
+                                W.softmax(5, 37)], ids=["matmul", "conv", "softmax"])
+def test_every_mutation_is_a_valid_program(wl):
+    task = SearchTask(wl.dag)
+    sks = generate_sketches(task)
+    rng = np.random.default_rng(1)
+    x = wl.make_inputs(rng)
+    ref = wl.reference(x)[0]
+    cands = [c for c in (materialize(task, i % len(sks), sks[i % len(sks)], {}, rng)
+                         for i in range(6)) if c is not None]
+    assert cands
+    checked = 0
+    for c in cands:
+        for _ in range(4):
+            m = mutate(task, sks, c, rng)
+            if m is None:
+                continue
+            _loops_cover_extents(m, task)
+            for idx, h in sks[m.sketch].holes.items():
+                if isinstance(h, TileHole):
+                    assert math.prod(m.decisions["tile"][str(idx)]) <= h.extent
+            k = tc.build(wl.dag, schedule=tc.Schedule(wl.dag, m.steps))
+            np.testing.assert_allclose(k(*x), ref, rtol=1e-3, atol=1e-3)
+            checked += 1
+    assert checked >= 5
+
+
+def test_materialize_is_deterministic_given_decisions():
+    wl = W.matmul(64, 64, 64)
+    task = SearchTask(wl.dag)
+    sks = generate_sketches(task)
+    c = materialize(task, 1, sks[1], {}, np.random.default_rng(3))
+    again = materialize(task, 1, sks[1], c.decisions, np.random.default_rng(99))
+    assert again.key == c.key and again.decisions == c.decisions

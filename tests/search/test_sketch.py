@@ -1,0 +1,65 @@
+"""Sketch generation: counts and structure for the standard workloads."""
+import pytest
+
+from tecomp.schedule import Schedule
+from tecomp.schedule.state import ComputeLocation
+from tecomp.search.sketch import FollowHole, TileHole, generate_sketches
+from tecomp.search.task import SearchTask
+from tecomp.testing import workloads as W
+
+
+def _sketches(wl):
+    return generate_sketches(SearchTask(wl.dag))
+
+
+def test_matmul_three_sketches_like_ansor():
+    sks = _sketches(W.matmul(512, 512, 512))
+    assert [s.name for s in sks] == ["tile", "cache+fuse1", "cache+fuse2"]
+    plain = Schedule(W.matmul(512, 512, 512).dag, sks[0].steps)
+    names = [it.name for it in plain.state.stages[-1].iters]
+    # SSRSRS: i0 j0 | i1 j1 | k0 | i2 j2 | k1 | i3 j3
+    assert names == ["i.0", "j.0", "i.1", "j.1", "k.0", "i.2", "j.2", "k.1", "i.3", "j.3"]
+    holes = sks[0].holes
+    assert sorted((h.extent, h.parts) for h in holes.values()) == [(512, 2), (512, 4), (512, 4)]
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_fused_sketch_computes_the_local_tile_at_the_consumer(level):
+    wl = W.matmul(64, 48, 32)
+    sk = _sketches(wl)[level]
+    s = Schedule(wl.dag, sk.steps)
+    local = s.state.stages[2]
+    assert local.name == "matmul.local" and local.scope == "local"
+    assert local.location is ComputeLocation.AT
+    out = s.state.stages[3]
+    assert local.attach == (3, 2 * level - 1)  # the last loop of the followed level
+    follow = [h for h in sk.holes.values() if isinstance(h, FollowHole)]
+    assert len(follow) == 2 and all(isinstance(sk.holes[h.src], TileHole) for h in follow)
+    assert len(out.iters) == 2 * (level + 1)
+
+
+def test_conv_bias_relu_inlines_elementwise_and_tiles_the_conv():
+    from tecomp import ops, ir
+    data = ir.placeholder((1, 56, 56, 64), name="data")
+    weight = ir.placeholder((3, 3, 64, 64), name="weight")
+    bias = ir.placeholder((64,), name="bias")
+    c = ops.conv2d(data, weight, padding=1, layout="NHWC")
+    out = ops.relu(ops.bias_add(c, bias, axis=-1))
+    task = SearchTask(ir.ComputeDAG([data, weight, bias, out]))
+    sks = generate_sketches(task)
+    assert [s.name for s in sks] == ["tile", "cache+fuse1", "cache+fuse2"]
+    s = Schedule(task.dag, sks[1].steps)
+    inlined = [st.name for st in s.state.stages if st.location is ComputeLocation.INLINE]
+    assert inlined == ["bias_add"]  # relu is the output; pad (a branch) is left to annotation
+
+
+def test_softmax_sketches_with_rfactor():
+    sks = _sketches(W.softmax(64, 1024))
+    assert len(sks) == 4
+    assert sum("rfactor" in s.name for s in sks) == 3
+
+
+def test_small_spatial_large_reduction_adds_rfactor_sketches():
+    sks = _sketches(W.matmul(4, 4, 4096))
+    names = [s.name for s in sks]
+    assert len(sks) == 6 and sum(n.startswith("rfactor") for n in names) == 3
