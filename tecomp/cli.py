@@ -1,8 +1,9 @@
 """The ``tecomp`` command line.
 
-``tecomp run WORKLOAD --shape ...`` builds the workload for this CPU, checks it against its numpy or
-scipy reference on random data and prints its speed beside numpy's. (Tuning subcommands arrive with
-the search.)
+``tecomp run WORKLOAD --shape ...`` builds the workload for this CPU (default or hand schedule),
+checks it against its numpy or scipy reference on random data and prints its speed beside numpy's.
+``tecomp tune WORKLOAD --shape ... --trials N --log PATH`` tunes it (resuming from the log), then
+builds the best record and does the same.
 """
 from __future__ import annotations
 
@@ -75,6 +76,40 @@ def cmd_run(args) -> int:
     return 0 if ok else 1
 
 
+def cmd_tune(args) -> int:
+    """Tune a workload on this CPU, then build the best record and compare it with its peer."""
+    from . import build
+    from .search.task import SearchTask, TuningOptions
+    from .search.tune import tune
+    from .timing import time_callable
+    params = {k: _parse_value(v) for k, v in (p.split("=", 1) for p in args.param)}
+    if args.dtype:
+        params["dtype"] = args.dtype
+    wl = _workload(args.workload, args.shape, params)
+    task = SearchTask(wl.dag, args.target, inputs=wl.index_data or None)
+    log = args.log or f"tuning_logs/{args.workload}_{task.workload_key[:12]}.jsonl"
+    print(f"tuning {wl!r} on {task.target}: {args.trials} trials, log {log}")
+    res = tune(task, trials=args.trials, log=log, options=TuningOptions(seed=args.seed))
+    total = res.wall_seconds or 1.0
+    print(f"best {res.best_gflops:.2f} GFLOP/s after {res.trials} trials in {res.wall_seconds:.0f} s "
+          f"(search {res.search_seconds / total:.0%}, measurement {res.measure_seconds / total:.0%}; "
+          f"errors {res.errors or 'none'})")
+    kernel = build(wl.dag, target=args.target, log=log)
+    inputs = wl.make_inputs(np.random.default_rng(0))
+    out = kernel(*inputs)
+    outs = out if isinstance(out, tuple) else (out,)
+    ok = all(np.allclose(o, r, rtol=1e-3, atol=1e-3) for o, r in zip(outs, wl.reference(inputs)))
+    flops = wl.dag.flop_count(inputs={t.name: a for t, a in zip(wl.dag.inputs, inputs)})
+    t = time_callable(lambda: kernel(*inputs))
+    print(f"check        {'ok' if ok else 'MISMATCH'} against the numpy/scipy reference")
+    print(f"tecomp       {t * 1e3:10.3f} ms  {flops / t / 1e9:8.2f} GFLOP/s  (tuned)")
+    label, fn = _peer(args.workload, wl, inputs)
+    tp = time_callable(fn)
+    print(f"{label:<12} {tp * 1e3:10.3f} ms  {flops / tp / 1e9:8.2f} GFLOP/s")
+    print(f"ratio        {tp / t:.3f}x {label} (higher is better for tecomp)")
+    return 0 if ok else 1
+
+
 def _schedule(kind: str, name: str, wl):
     """None for the default schedule; the hand schedule of tecomp.testing for ``hand``."""
     if kind == "default":
@@ -117,6 +152,16 @@ def main(argv=None) -> int:
     run.add_argument("--schedule", choices=["default", "hand"], default="default",
                      help="the default schedule, or the hand-written one (matmul, conv2d)")
     run.set_defaults(fn=cmd_run)
+    tn = sub.add_parser("tune", help="tune a workload for this CPU, then build and time the best")
+    tn.add_argument("workload")
+    tn.add_argument("--shape", type=int, nargs="*", default=[])
+    tn.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    tn.add_argument("--dtype", default=None)
+    tn.add_argument("--target", default="llvm")
+    tn.add_argument("--trials", type=int, default=64)
+    tn.add_argument("--log", default=None, help="JSON-lines log (resumed if it exists)")
+    tn.add_argument("--seed", type=int, default=0)
+    tn.set_defaults(fn=cmd_tune)
     args = ap.parse_args(argv)
     return args.fn(args)
 

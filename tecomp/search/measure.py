@@ -286,7 +286,9 @@ class LocalMeasurer:
             jobs.append(self._build_job(i, tid, inp.steps))
         for job, outcome in self._execute(jobs):
             self._finish(job, outcome, results, built)
-        # runs, one at a time (and rebuilds of kernels whose worker was replaced meanwhile)
+        # runs, one at a time (and rebuilds of kernels whose worker was replaced meanwhile);
+        # a candidate far slower than the best of this batch so far is timed by one call
+        batch_best = math.inf
         for i in sorted(built):
             slot, gen, key, seconds = built.pop(i)
             if slot.gen != gen or slot.proc is None:
@@ -296,11 +298,13 @@ class LocalMeasurer:
                     continue
                 slot, gen, key, seconds = built.pop(i)
             ref = self._refs.get(tids[i]) if self.check else None
-            job = _Job("run", i, tids[i], ("run", key, tids[i], ref, inputs[i].cutoff),
-                       o.run_timeout, slot)
+            cutoff = min(inputs[i].cutoff, o.slow_cutoff * batch_best)
+            job = _Job("run", i, tids[i], ("run", key, tids[i], ref, cutoff), o.run_timeout, slot)
             for _, outcome in self._execute([job]):
                 if outcome[0] == "ran":
                     results[i] = MeasureResult(costs=outcome[1], build_seconds=seconds)
+                    if len(set(tids)) == 1:  # costs of one task compare
+                        batch_best = min(batch_best, results[i].mean_cost)
                 else:
                     results[i] = self._error(outcome, "RUN", seconds)
         for s in self._slots:

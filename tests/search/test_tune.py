@@ -1,0 +1,109 @@
+"""tc.tune end to end: records, resume, kill -9, crashing and hanging candidates."""
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import tecomp as tc
+from tecomp.schedule.records import ErrorKind, load_records
+from tecomp.search.cost_model import RandomModel
+from tecomp.search.measure import LocalMeasurer
+from tecomp.testing import workloads as W
+
+FAST = dict(population=24, generations=1, measures_per_round=8, repeat=2, min_repeat_ms=2,
+            verbose=False)
+
+
+def _task(n=32):
+    wl = W.matmul(n, n, n)
+    return wl, tc.SearchTask(wl.dag)
+
+
+def test_tune_finds_a_valid_schedule_and_logs_every_trial(tmp_path):
+    wl, task = _task()
+    log = tmp_path / "mm.jsonl"
+    res = tc.tune(task, trials=16, log=str(log), options=tc.TuningOptions(**FAST),
+                  cost_model=RandomModel(0))
+    assert res.trials == 16 and res.best_schedule is not None and res.best_gflops > 0
+    recs = load_records(str(log))
+    assert len(recs) == 16 and len({r.key for r in recs}) == 16
+    assert all(r.decisions.get("sketch") for r in recs)
+    x = wl.make_inputs(np.random.default_rng(0))
+    k = tc.build(wl.dag, log=str(log))
+    np.testing.assert_allclose(k(*x), wl.reference(x)[0], rtol=1e-4, atol=1e-4)
+    assert res.search_seconds > 0 and res.measure_seconds > 0 and res.peak_rss_mb > 0
+
+
+def test_resume_never_measures_a_state_twice(tmp_path):
+    _, task = _task()
+    log = str(tmp_path / "mm.jsonl")
+    opt = tc.TuningOptions(**FAST)
+    tc.tune(task, trials=8, log=log, options=opt, cost_model=RandomModel(0))
+    tc.tune(task, trials=8, log=log, options=opt, cost_model=RandomModel(0))
+    keys = [r.key for r in load_records(log)]
+    assert len(keys) == 16 and len(set(keys)) == 16
+
+
+CHILD = textwrap.dedent("""
+    import sys
+    import tecomp as tc
+    from tecomp.search.cost_model import RandomModel
+    from tecomp.testing import workloads as W
+    task = tc.SearchTask(W.matmul(32, 32, 32).dag)
+    opt = tc.TuningOptions(population=24, generations=1, measures_per_round=4, repeat=2,
+                           min_repeat_ms=2, verbose=False)
+    tc.tune(task, trials=400, log=sys.argv[1], options=opt, cost_model=RandomModel(1))
+""")
+
+
+def test_kill_9_during_tuning_then_resume_loses_nothing(tmp_path):
+    log = str(tmp_path / "killed.jsonl")
+    p = subprocess.Popen([sys.executable, "-c", CHILD, log])
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if os.path.exists(log) and sum(1 for _ in open(log)) >= 8:
+            break
+        time.sleep(0.2)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    before = load_records(log)
+    assert len(before) >= 8
+    _, task = _task()
+    tc.tune(task, trials=8, log=log, options=tc.TuningOptions(**FAST), cost_model=RandomModel(2))
+    after = load_records(log)
+    assert [r.key for r in after[:len(before)]] == [r.key for r in before]
+    assert len(after) == len(before) + 8
+    assert len({r.key for r in after}) == len(after)
+
+
+def crash_or_hang(call, outputs, steps):
+    """Test hook (runs in the measurement worker): a split whose innermost length is 3 segfaults,
+    one whose innermost length is 6 hangs."""
+    inner = [r[3][-1] for r in steps if r[0] == "SP"]
+    if 3 in inner:
+        return lambda: ctypes.string_at(0)
+    if 6 in inner:
+        return lambda: time.sleep(1e9)
+    return None
+
+
+def test_crashing_and_hanging_candidates_are_errors_and_tuning_goes_on(tmp_path):
+    wl, task = _task(48)  # 48 = 2^4 * 3: tilings with 3 and 6 come up often
+    log = str(tmp_path / "faults.jsonl")
+    opt = tc.TuningOptions(**{**FAST, "measures_per_round": 12}, run_timeout=1.0)
+    with LocalMeasurer(opt, prepare=crash_or_hang) as m:
+        res = tc.tune(task, trials=36, log=log, options=opt, cost_model=RandomModel(3), measurer=m)
+    kinds = {r.result.error for r in load_records(log)}
+    assert ErrorKind.CRASH in kinds and ErrorKind.RUN_TIMEOUT in kinds
+    assert res.trials == 36 and res.best_schedule is not None
+    assert ErrorKind.NONE in kinds
+    msg = [r.result.error_msg for r in load_records(log) if r.result.error is ErrorKind.CRASH][0]
+    assert msg
+    json.dumps(res.errors)
