@@ -32,12 +32,25 @@ def peer(name, wl, x):
     return "torch", lambda: f(data, weight, padding=1)
 
 
+def _history(log, task):
+    """(trials, best GFLOP/s so far) along a log, in the order it was measured."""
+    from tecomp.schedule.records import load_records
+    flops, best, out = task.flop_count(), float("inf"), []
+    recs = [r for r in load_records(log) if r.workload_key == task.workload_key]
+    for n, r in enumerate(recs, 1):
+        best = min(best, r.result.mean_cost)
+        out.append((n, flops / best / 1e9 if best < float("inf") else 0.0))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=512)
     ap.add_argument("--model", choices=["random", "default"], default="random")
     ap.add_argument("--logdir", default="tuning_logs")
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--reuse", action="store_true",
+                    help="do not tune: take the curve and the best kernel from the existing logs")
     args = ap.parse_args()
     try:
         import torch
@@ -53,12 +66,16 @@ def main():
             continue
         task = tc.SearchTask(wl.dag)
         log = os.path.join(args.logdir, f"{name}_{args.model}.jsonl")
-        if os.path.exists(log):
-            os.remove(log)
-        opt = tc.TuningOptions(verbose=True)
-        model = RandomModel(0) if args.model == "random" else None
-        res = tc.tune(task, trials=args.trials, log=log, options=opt, cost_model=model)
-        curve = {n: max((g for t, g in res.history if t <= n), default=0.0) for n in CHECKPOINTS
+        if args.reuse:
+            res, history = None, _history(log, task)
+        else:
+            if os.path.exists(log):
+                os.remove(log)
+            opt = tc.TuningOptions(verbose=True)
+            model = RandomModel(0) if args.model == "random" else None
+            res = tc.tune(task, trials=args.trials, log=log, options=opt, cost_model=model)
+            history = res.history
+        curve = {n: max((g for t, g in history if t <= n), default=0.0) for n in CHECKPOINTS
                  if n <= args.trials}
         x = wl.make_inputs(np.random.default_rng(0))
         k = tc.build(wl.dag, log=log)
@@ -67,7 +84,7 @@ def main():
         t = time_callable(lambda: k(*x), repeat=7)
         pname, pf = peer(name, wl, x)
         tp = time_callable(pf, repeat=7)
-        share = res.search_seconds / max(res.wall_seconds, 1e-9)
+        share = res.search_seconds / max(res.wall_seconds, 1e-9) if res else 0.0
         rows.append((name, flops / t / 1e9, pname, flops / tp / 1e9, tp / t, curve, res, share))
     print()
     print(f"{'task':<12} {'tecomp':>8} {'peer':>14} {'ratio':>6}  curve (best GFLOP/s after N trials)")
@@ -75,6 +92,8 @@ def main():
         cs = "  ".join(f"{n}:{v:.0f}" for n, v in curve.items())
         print(f"{name:<12} {g:8.1f} {pname:>6} {gp:7.1f} {ratio:6.3f}  {cs}")
     for name, g, pname, gp, ratio, curve, res, share in rows:
+        if res is None:
+            continue
         print(f"{name:<12} wall {res.wall_seconds:6.1f} s, search {share:5.1%} / measurement "
               f"{res.measure_seconds / max(res.wall_seconds, 1e-9):5.1%} of wall time, "
               f"{res.trials} trials, errors {res.errors}, peak RSS {res.peak_rss_mb:.0f} MiB")
