@@ -1,4 +1,8 @@
-"""``tc.tune``: the tuning loop of one task (ask, measure, append records, tell)."""
+"""``tc.tune``: the tuning loop of one task (ask, measure, append records, tell).
+
+:class:`TaskTuner` is one task's search state and its rounds; :func:`tune` runs rounds of one task,
+the task scheduler (:func:`tecomp.search.scheduler.tune_tasks`) interleaves rounds of several.
+"""
 from __future__ import annotations
 
 import math
@@ -15,7 +19,7 @@ from .evolution import EvolutionarySearch
 from .measure import LocalMeasurer, MeasureInput
 from .task import SearchTask, TuningOptions
 
-__all__ = ["tune", "TuneResult", "default_cost_model"]
+__all__ = ["tune", "TuneResult", "TaskTuner", "default_cost_model"]
 
 
 @dataclass
@@ -64,8 +68,81 @@ def default_cost_model(task, options: TuningOptions):
         return RandomModel(options.seed)
 
 
+class TaskTuner:
+    """One task's search: resumes from ``log``, then each :meth:`round` measures up to ``n`` new
+    candidates and appends their records."""
+
+    def __init__(self, task: SearchTask, options: TuningOptions, cost_model=None, log=None):
+        self.task, self.options, self.log = task, options, log
+        self.model = cost_model if cost_model is not None else default_cost_model(task, options)
+        self.search = EvolutionarySearch(task, options, self.model)
+        self.result = TuneResult(task)
+        self.target = str(task.target)
+        self.flops = task.flop_count()
+        self.empty_rounds = 0
+        if log is not None and os.path.exists(log):
+            res = self.result
+            for r in load_records(log):
+                if r.workload_key == task.workload_key and r.target == self.target:
+                    self.search.remember(r.key, r.result.mean_cost, r.decisions)
+                    if r.result.is_valid and r.result.mean_cost < res.best_cost:
+                        res.best_cost, res.best_steps = r.result.mean_cost, r.steps
+            if options.verbose and self.search.measured:
+                print(f"tecomp: resuming from {log}: {len(self.search.measured)} measured "
+                      f"candidates of {task}")
+
+    @property
+    def exhausted(self) -> bool:
+        """Two rounds in a row found nothing new to measure."""
+        return self.empty_rounds >= 2
+
+    def round(self, measurer, n: int) -> int:
+        """Ask, measure, log and tell ``n`` candidates; returns how many were measured."""
+        res, opt = self.result, self.options
+        t0 = time.perf_counter()
+        batch = self.search.ask(n)
+        t1 = time.perf_counter()
+        res.search_seconds += t1 - t0
+        if not batch:
+            self.empty_rounds += 1
+            return 0
+        self.empty_rounds = 0
+        cutoff = opt.slow_cutoff * res.best_cost
+        results = measurer.measure([MeasureInput(self.task, tuple(c.state.steps_records()), cutoff)
+                                    for c in batch])
+        t2 = time.perf_counter()
+        res.measure_seconds += t2 - t1
+        records = [Record(self.task.workload_key, self.target, c.state.steps_records(),
+                          self.search.decisions_of(c), r, self.task.data_hash, self.flops)
+                   for c, r in zip(batch, results)]
+        if self.log is not None:
+            append_records(self.log, records)
+        self.search.tell(batch, results)
+        res.search_seconds += time.perf_counter() - t2
+        for rec in records:
+            res.trials += 1
+            r = rec.result
+            if not r.is_valid:
+                res.errors[r.error.name] = res.errors.get(r.error.name, 0) + 1
+            elif r.mean_cost < res.best_cost:
+                res.best_cost, res.best_steps = r.mean_cost, rec.steps
+        res.history.append((res.trials, res.best_gflops))
+        return len(batch)
+
+    def finish(self, wall_seconds: float) -> TuneResult:
+        res = self.result
+        res.wall_seconds = wall_seconds
+        res.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if res.best_steps is not None:
+            try:
+                res.best_schedule = Schedule.from_records(self.task.dag, res.best_steps)
+            except Exception as e:  # a resumed record this version cannot replay
+                warnings.warn(f"the best record does not replay: {e}", RuntimeWarning)
+        return res
+
+
 def tune(task: SearchTask, trials: int = 512, log=None, options: TuningOptions | None = None,
-         cost_model=None, measurer=None) -> TuneResult:
+         cost_model=None, measurer=None, progress=None) -> TuneResult:
     """Search schedules for ``task``, measuring ``trials`` new candidates.
 
     Parameters
@@ -80,6 +157,8 @@ def tune(task: SearchTask, trials: int = 512, log=None, options: TuningOptions |
         Default: the learned model when xgboost is installed, else random.
     measurer : Measurer, optional
         Default: a :class:`LocalMeasurer` (worker processes on this machine).
+    progress : callable, optional
+        Called with the :class:`TuneResult` so far after every round.
 
     Returns
     -------
@@ -90,68 +169,23 @@ def tune(task: SearchTask, trials: int = 512, log=None, options: TuningOptions |
     if trials < 0:
         raise ValueError(f"trials must be >= 0, got {trials}")
     opt = options or TuningOptions()
-    model = cost_model if cost_model is not None else default_cost_model(task, opt)
     t_start = time.perf_counter()
-    search = EvolutionarySearch(task, opt, model)
-    result = TuneResult(task)
-    target = str(task.target)
-    flops = task.flop_count()
-    if log is not None and os.path.exists(log):
-        for r in load_records(log):
-            if r.workload_key == task.workload_key and r.target == target:
-                search.remember(r.key, r.result.mean_cost, r.decisions)
-                if r.result.is_valid and r.result.mean_cost < result.best_cost:
-                    result.best_cost, result.best_steps = r.result.mean_cost, r.steps
-        if opt.verbose and search.measured:
-            print(f"tecomp: resuming from {log}: {len(search.measured)} measured candidates")
+    tuner = TaskTuner(task, opt, cost_model, log)
     own = measurer is None
     measurer = measurer or LocalMeasurer(opt)
+    res = tuner.result
     try:
-        empty_rounds = 0
-        while result.trials < trials:
-            t0 = time.perf_counter()
-            batch = search.ask(min(opt.measures_per_round, trials - result.trials))
-            t1 = time.perf_counter()
-            result.search_seconds += t1 - t0
-            if not batch:
-                empty_rounds += 1
-                if empty_rounds >= 2:
-                    if opt.verbose:
-                        print("tecomp: the search found no new candidate; stopping early")
-                    break
-                continue
-            cutoff = opt.slow_cutoff * result.best_cost
-            results = measurer.measure([MeasureInput(task, tuple(c.state.steps_records()), cutoff)
-                                        for c in batch])
-            t2 = time.perf_counter()
-            result.measure_seconds += t2 - t1
-            records = [Record(task.workload_key, target, c.state.steps_records(),
-                              search.decisions_of(c), r, task.data_hash, flops)
-                       for c, r in zip(batch, results)]
-            if log is not None:
-                append_records(log, records)
-            search.tell(batch, results)
-            result.search_seconds += time.perf_counter() - t2
-            for rec in records:
-                result.trials += 1
-                res = rec.result
-                if not res.is_valid:
-                    result.errors[res.error.name] = result.errors.get(res.error.name, 0) + 1
-                elif res.mean_cost < result.best_cost:
-                    result.best_cost, result.best_steps = res.mean_cost, rec.steps
-            result.history.append((result.trials, result.best_gflops))
+        while res.trials < trials and not tuner.exhausted:
+            tuner.round(measurer, min(opt.measures_per_round, trials - res.trials))
+            if progress is not None:
+                progress(res)
             if opt.verbose:
-                print(f"tecomp: trials {result.trials:5d}/{trials}  best {result.best_gflops:8.2f} "
-                      f"GFLOP/s  errors {sum(result.errors.values())}  "
+                print(f"tecomp: trials {res.trials:5d}/{trials}  best {res.best_gflops:8.2f} "
+                      f"GFLOP/s  errors {sum(res.errors.values())}  "
                       f"({time.perf_counter() - t_start:6.1f} s)", flush=True)
+        if tuner.exhausted and opt.verbose:
+            print("tecomp: the search found no new candidate; stopping early")
     finally:
         if own:
             measurer.close()
-    result.wall_seconds = time.perf_counter() - t_start
-    result.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if result.best_steps is not None:
-        try:
-            result.best_schedule = Schedule.from_records(task.dag, result.best_steps)
-        except Exception as e:  # a resumed record this version cannot replay
-            warnings.warn(f"the best record does not replay: {e}", RuntimeWarning)
-    return result
+    return tuner.finish(time.perf_counter() - t_start)
