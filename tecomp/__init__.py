@@ -15,6 +15,9 @@ def __getattr__(name):
     if name in ("tune", "TuneResult"):
         from .search import tune as _tune
         return getattr(_tune, name)
+    if name in ("tune_tasks", "TuneTasksResult"):
+        from .search import scheduler
+        return getattr(scheduler, name)
     raise AttributeError(f"module 'tecomp' has no attribute {name!r}")
 
 __version__ = "0.1.0"

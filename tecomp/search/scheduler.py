@@ -1,0 +1,151 @@
+"""``tc.tune_tasks``: tune several tasks (a network's layers) under one trial budget.
+
+The budget goes, round by round, to the task whose next round is expected to cut the weighted
+total latency ``sum(weight_i * best_latency_i)`` the most (Ansor's gradient scheme): the expected
+gain mixes the recent slope of the task's best latency (backward) with an optimistic forward
+estimate (its latency shrinking like 1/trials, bounded by what similar tasks reach per FLOP).
+Every task first gets one round (warm-up); an epsilon share of rounds goes to a random task.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .measure import LocalMeasurer
+from .task import TuningOptions
+from .tune import TaskTuner, TuneResult
+
+__all__ = ["tune_tasks", "TuneTasksResult", "SchedulerStrategy"]
+
+ALPHA = 0.2   # weight of the backward (observed) slope against the forward estimate
+BETA = 2.0    # how far beyond similar tasks' throughput a task may be expected to go
+WINDOW = 3    # rounds over which the backward slope is taken
+
+
+class SchedulerStrategy:
+    GRADIENT = "gradient"
+    ROUND_ROBIN = "round-robin"
+
+
+@dataclass
+class TuneTasksResult:
+    """Per-task results and the weighted latency ``sum(w_i * best_i)`` after each round."""
+    results: list
+    weights: list
+    history: list = field(default_factory=list)  # (total trials, weighted latency seconds)
+    allocation: list = field(default_factory=list)  # trials per task
+
+    @property
+    def weighted_latency(self) -> float:
+        return sum(w * r.best_cost for w, r in zip(self.weights, self.results))
+
+
+def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOptions | None = None,
+               strategy: str = SchedulerStrategy.GRADIENT, cost_model_factory=None, measurer=None,
+               progress=None) -> TuneTasksResult:
+    """Tune ``tasks`` with ``trials`` measurements in all, allocated round by round.
+
+    Parameters
+    ----------
+    tasks : list of SearchTask
+    trials : int
+        Total new measurements across tasks.
+    log : str or path, optional
+        One JSON-lines log for all tasks (resumed; appended every round).
+    weights : list of float, optional
+        How often each task runs in the network (default 1 each).
+    strategy : "gradient" or "round-robin"
+    cost_model_factory : callable, optional
+        ``factory(task) -> CostModel``; default: the learned model when available, else random.
+    progress : callable, optional
+        Called with the :class:`TuneTasksResult` so far after every round.
+    """
+    if not tasks:
+        raise ValueError("tune_tasks needs at least one task")
+    weights = [1.0] * len(tasks) if weights is None else [float(w) for w in weights]
+    if len(weights) != len(tasks):
+        raise ValueError(f"{len(weights)} weights for {len(tasks)} tasks")
+    if strategy not in (SchedulerStrategy.GRADIENT, SchedulerStrategy.ROUND_ROBIN):
+        raise ValueError(f"unknown strategy {strategy!r}")
+    opt = options or TuningOptions()
+    rng = np.random.default_rng(opt.seed)
+    tuners = [TaskTuner(t, opt, cost_model_factory(t) if cost_model_factory else None, log)
+              for t in tasks]
+    out = TuneTasksResult([tu.result for tu in tuners], weights)
+    out.allocation = [0] * len(tasks)
+    best_hist = [[] for _ in tasks]  # best latency after each of the task's rounds
+    own = measurer is None
+    measurer = measurer or LocalMeasurer(opt)
+    t0 = time.perf_counter()
+    used, turn = 0, 0
+    try:
+        while used < trials:
+            alive = [i for i, tu in enumerate(tuners) if not tu.exhausted]
+            if not alive:
+                break
+            i = _pick(strategy, tuners, weights, best_hist, alive, turn, rng, opt.eps_greedy)
+            turn += 1
+            n = tuners[i].round(measurer, min(opt.measures_per_round, trials - used))
+            used += n
+            out.allocation[i] += n
+            best_hist[i].append(tuners[i].result.best_cost)
+            out.history.append((used, _weighted(out)))
+            if progress is not None:
+                progress(out)
+            if opt.verbose:
+                print(f"tecomp: {used:5d}/{trials} trials, task {i} ({tasks[i]}) best "
+                      f"{tuners[i].result.best_gflops:7.1f} GFLOP/s, weighted latency "
+                      f"{_weighted(out) * 1e3:9.3f} ms ({time.perf_counter() - t0:6.1f} s)",
+                      flush=True)
+    finally:
+        if own:
+            measurer.close()
+    wall = time.perf_counter() - t0
+    for tu in tuners:
+        tu.finish(wall)
+    return out
+
+
+def _weighted(out: TuneTasksResult) -> float:
+    return sum(w * r.best_cost for w, r in zip(out.weights, out.results))
+
+
+def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps) -> int:
+    unwarmed = [i for i in alive if not best_hist[i]]
+    if strategy == SchedulerStrategy.ROUND_ROBIN:
+        return alive[turn % len(alive)]
+    if unwarmed:
+        return unwarmed[0]
+    if rng.random() < eps:
+        return int(rng.choice(alive))
+    grads = {i: _gradient(i, tuners, weights, best_hist) for i in alive}
+    return min(grads, key=lambda i: grads[i])  # the most negative expected change
+
+
+def _gradient(i, tuners, weights, best_hist) -> float:
+    """Expected change of the weighted latency per trial spent on task ``i`` (negative: gain)."""
+    res = tuners[i].result
+    g = res.best_cost
+    if not math.isfinite(g):
+        return -math.inf  # nothing valid yet: any success is an unbounded gain
+    hist = best_hist[i]
+    trials = max(res.trials, 1)
+    per_round = max(trials / max(len(hist), 1), 1)
+    if len(hist) > WINDOW and math.isfinite(hist[-1 - WINDOW]):
+        backward = (hist[-1] - hist[-1 - WINDOW]) / (WINDOW * per_round)
+    else:
+        backward = 0.0
+    # forward: latency shrinking like 1/trials, and no faster than BETA x the best FLOP rate
+    # any task of the same kind reaches
+    flops = tuners[i].flops
+    similar = [tu.flops / tu.result.best_cost for tu in tuners
+               if math.isfinite(tu.result.best_cost) and tu.task.dag.outputs[0].op.tag
+               == tuners[i].task.dag.outputs[0].op.tag]
+    g_next = g - g / trials
+    if similar:
+        g_next = max(g_next, flops / (BETA * max(similar)))
+    forward = (g_next - g) / per_round
+    return weights[i] * (ALPHA * backward + (1 - ALPHA) * forward)

@@ -1,0 +1,52 @@
+"""The task scheduler: budgets, weights, warm-up, and the network layer sets."""
+import pytest
+
+import tecomp as tc
+from tecomp.search.cost_model import RandomModel
+from tecomp.search.scheduler import _gradient
+from tecomp.testing import workloads as W
+from tecomp.testing.networks import layer_set, layer_specs
+
+FAST = dict(population=16, generations=1, measures_per_round=4, repeat=2, min_repeat_ms=2,
+            verbose=False)
+
+
+def test_layer_sets_have_the_known_flop_totals():
+    def gflop(name):
+        return sum(w.dag.flop_count() * c for w, c in layer_set(name)) / 1e9
+    assert gflop("resnet18") == pytest.approx(3.63, abs=0.02)
+    assert gflop("resnet50") == pytest.approx(8.18, abs=0.03)
+    assert gflop("mobilenet_v2") == pytest.approx(0.60, abs=0.01)
+    assert sum(c for _, c in layer_specs("resnet50")) == 54  # 53 convs + fc
+    with pytest.raises(ValueError, match="unknown network"):
+        layer_specs("vgg")
+
+
+@pytest.mark.parametrize("strategy", ["gradient", "round-robin"])
+def test_tune_tasks_spends_the_budget_and_warms_up_every_task(tmp_path, strategy):
+    tasks = [tc.SearchTask(W.matmul(n, n, n).dag) for n in (16, 24, 32)]
+    res = tc.tune_tasks(tasks, trials=24, log=str(tmp_path / "net.jsonl"), weights=[1, 2, 3],
+                        options=tc.TuningOptions(**FAST), strategy=strategy,
+                        cost_model_factory=lambda t: RandomModel(0))
+    assert sum(res.allocation) == 24 and all(a >= 4 for a in res.allocation)
+    assert all(r.best_schedule is not None for r in res.results)
+    assert res.history[-1][0] == 24 and res.weighted_latency > 0
+    lat = [h[1] for h in res.history[len(tasks) - 1:]]
+    assert all(b <= a for a, b in zip(lat, lat[1:]))  # best latencies never get worse
+
+
+def test_gradient_prefers_heavy_tasks_and_tasks_without_a_valid_result():
+    class R:
+        def __init__(self, cost, trials):
+            self.best_cost, self.trials = cost, trials
+
+    class T:
+        def __init__(self, cost, trials, flops, tag="matmul"):
+            self.result, self.flops = R(cost, trials), flops
+            self.task = type("t", (), {"dag": type("d", (), {"outputs": [type("o", (), {
+                "op": type("op", (), {"tag": tag})})]})})
+
+    tuners = [T(1e-3, 16, 1e8), T(1e-3, 16, 1e8), T(float("inf"), 16, 1e8)]
+    hist = [[1e-3], [1e-3], [float("inf")]]
+    g = [_gradient(i, tuners, [1, 10, 1], hist) for i in range(3)]
+    assert g[1] < g[0] < 0 and g[2] == float("-inf")
