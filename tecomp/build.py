@@ -92,7 +92,8 @@ def _check_array(a, t, role: str) -> np.ndarray:
     return a
 
 
-def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="error") -> Kernel:
+def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="error",
+          cache: bool = True) -> Kernel:
     """Compile ``dag`` for ``target``.
 
     Parameters
@@ -113,10 +114,13 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
         ``"error"`` raises ``LookupError`` (naming the key, the target and what the log holds);
         ``"default"`` warns and builds the default schedule.
 
+    cache : bool
+        Keep the compiled code in this process's cache (per workload key, schedule and target) and
+        reuse it; the tuner's workers, which build thousands of one-off candidates, turn it off.
+
     Returns
     -------
     Kernel
-        Compiled code is cached per (workload key, schedule, target) in this process.
     """
     if not isinstance(dag, ComputeDAG):
         raise TypeError(f"build expects a ComputeDAG, got {type(dag).__name__}")
@@ -133,7 +137,7 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
     sched_key = "default" if schedule is None else schedule.key
     key = (dag.workload_key, sched_key, str(target), target.features)
     with _CACHE_LOCK:
-        hit = _CACHE.get(key)
+        hit = _CACHE.get(key) if cache else None
     if hit is not None:
         func, compiled = hit
         return Kernel(dag, target, func, compiled)
@@ -145,6 +149,7 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
     else:
         raise ValueError(f"target {target} cannot be compiled yet: the CUDA backend is not part of "
                          f"this version")
-    with _CACHE_LOCK:
-        _CACHE[key] = (func, compiled)
+    if cache:
+        with _CACHE_LOCK:
+            _CACHE[key] = (func, compiled)
     return Kernel(dag, target, func, compiled)

@@ -12,7 +12,7 @@ import threading
 import llvmlite.binding as llvm
 
 __all__ = ["LOCK", "ensure_init", "host_cpu", "target_machine", "triple_and_layout", "jit",
-           "assembly"]
+           "assembly", "compile_object", "load_object"]
 
 LOCK = threading.RLock()
 _INITIALIZED = False
@@ -108,3 +108,53 @@ def assembly(text: str) -> str:
     """The host assembly of the LLVM IR ``text``."""
     with LOCK:
         return target_machine().emit_assembly(llvm.parse_assembly(text))
+
+
+def compile_object(text: str, opt_level: int) -> tuple:
+    """What :func:`jit` does up to machine code, written as a relocatable object instead of loaded:
+    parse and verify ``text``, optimize it for the host at ``opt_level`` and emit it with the same
+    target machine (JIT code model) that :func:`jit` hands to MCJIT, so that the object loaded by
+    :func:`load_object` runs the same instructions as the JIT-compiled module.
+
+    Returns ``(optimized IR text, object file bytes)``.
+    """
+    with LOCK:
+        ensure_init()
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+        tm = target_machine(opt_level)
+        _optimize(mod, tm, opt_level)
+        optimized = str(mod)
+        obj = tm.emit_object(mod)
+    return optimized, bytes(obj)
+
+
+def load_object(obj: bytes, symbols) -> tuple:
+    """Load the relocatable object ``obj`` (from :func:`compile_object`) into a new MCJIT engine
+    without compiling anything: the engine is made over an empty module and the object is linked
+    into it (its undefined symbols resolve to the process's: libc/libm, and symbols registered with
+    ``llvm.add_symbol`` such as the thread pool's entry).
+
+    Every undefined symbol of ``obj`` must resolve (LLVM aborts the process otherwise): callers
+    check them first (``llvm.address_of_symbol``).
+
+    Returns ``(engine, {symbol: address})`` for the defined ``symbols``; the code lives as long as
+    the engine.
+    """
+    with LOCK:
+        ensure_init()
+        empty = llvm.parse_assembly("")  # no functions: nothing for MCJIT to compile
+        triple, layout = triple_and_layout()
+        empty.triple, empty.data_layout = triple, layout
+        engine = llvm.create_mcjit_compiler(empty, target_machine(0))
+        objref = llvm.ObjectFileRef.from_data(bytes(obj))
+        engine.add_object_file(objref)
+        engine.finalize_object()
+        engine._tecomp_object = (obj, objref)  # keep the buffers alive with the code
+        addresses = {}
+        for name in symbols:
+            addr = engine.get_function_address(name)
+            if not addr:
+                raise RuntimeError(f"the object file defines no symbol '{name}'")
+            addresses[name] = addr
+    return engine, addresses

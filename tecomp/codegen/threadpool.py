@@ -37,9 +37,10 @@ import threading
 
 import llvmlite.binding as llvm
 
-from .llvm_jit import LOCK, jit, triple_and_layout
+from .llvm_jit import LOCK, compile_object, jit, load_object, triple_and_layout
 
-__all__ = ["ENTRY", "MAX_THREADS", "SPIN_SECONDS", "runtime", "loaded", "default_num_threads"]
+__all__ = ["ENTRY", "MAX_THREADS", "SPIN_SECONDS", "SYMBOLS", "runtime", "loaded", "object_code",
+           "default_num_threads"]
 
 #: the symbol kernels call
 ENTRY = "tecomp_parallel_for"
@@ -47,6 +48,11 @@ ENTRY = "tecomp_parallel_for"
 MAX_THREADS = 256
 #: how long a waiting worker (or launcher) spins before it sleeps on a futex
 SPIN_SECONDS = 1e-3
+#: the functions the runtime defines (the entry, and the pool's controls)
+SYMBOLS = (ENTRY, "tecomp_pool_set", "tecomp_pool_stats", "tecomp_pool_shutdown",
+           "tecomp_pool_after_fork")
+#: optimization level the runtime is compiled at
+_OPT = 2
 
 # futex syscall numbers and the spin-wait hint instruction per architecture
 _ARCH = {"x86_64": (202, "pause"), "amd64": (202, "pause"), "aarch64": (98, "yield"),
@@ -357,15 +363,44 @@ define void @tecomp_pool_after_fork() {{
 """
 
 
-class _Runtime:
-    """The JIT-compiled pool: its engine (kept alive for the process) and ctypes entry points."""
+def _source() -> str:
+    """The runtime's LLVM IR for this host."""
+    machine = platform.machine().lower()
+    if machine not in _ARCH:
+        raise NotImplementedError(f"parallel loops: no thread pool for architecture "
+                                  f"{platform.machine()!r}")
+    sys_futex, pause = _ARCH[machine]
+    triple, layout = triple_and_layout()
+    return (f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'
+            + _IR.format(MAXT=MAX_THREADS, SYS_FUTEX=sys_futex, PAUSE=pause, ENTRY=ENTRY))
 
-    def __init__(self):
-        sys_futex, pause = _ARCH[platform.machine().lower()]
-        triple, layout = triple_and_layout()
-        text = (f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'
-                + _IR.format(MAXT=MAX_THREADS, SYS_FUTEX=sys_futex, PAUSE=pause, ENTRY=ENTRY))
-        _, self.engine, self.address = jit(text, ENTRY, 2)
+
+_OBJECT: bytes | None = None
+
+
+def object_code() -> bytes:
+    """The runtime as a relocatable object for this host (compiled once per process, as the JIT
+    would compile it), defining :data:`SYMBOLS`; ``runtime(obj)`` in another process loads it
+    without compiling. Used by :mod:`tecomp.deploy`."""
+    global _OBJECT
+    if _OBJECT is None:
+        with LOCK:
+            if _OBJECT is None:
+                _OBJECT = compile_object(_source(), _OPT)[1]
+    return _OBJECT
+
+
+class _Runtime:
+    """The JIT-compiled (or loaded) pool: its engine (kept alive for the process) and ctypes entry
+    points."""
+
+    def __init__(self, obj: bytes | None = None):
+        if obj is None:
+            _, self.engine, self.address = jit(_source(), ENTRY, _OPT)
+        else:
+            self.engine, addrs = load_object(obj, SYMBOLS)
+            self.address = addrs[ENTRY]
+        self.from_object = obj is not None
         fn = self.engine.get_function_address
         self.set = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int64)(fn("tecomp_pool_set"))
         self.stats = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32)(fn("tecomp_pool_stats"))
@@ -393,9 +428,16 @@ def default_num_threads() -> int:
     return max(1, min(n, MAX_THREADS))
 
 
-def runtime() -> _Runtime:
+def runtime(obj: bytes | None = None) -> _Runtime:
     """The pool runtime, JIT-compiled on first use; registers :data:`ENTRY` as a process symbol so
-    that kernel modules compiled afterwards resolve their calls to it.
+    that kernel modules compiled (or loaded) afterwards resolve their calls to it.
+
+    Parameters
+    ----------
+    obj : bytes, optional
+        The runtime's object code (:func:`object_code`, e.g. from an export): when the runtime is
+        not yet initialized in this process it is loaded from this instead of compiled. An already
+        initialized runtime (compiled or loaded) is always reused: there is one pool per process.
 
     Raises
     ------
@@ -410,7 +452,7 @@ def runtime() -> _Runtime:
             if platform.machine().lower() not in _ARCH:
                 raise NotImplementedError(f"parallel loops: no thread pool for architecture "
                                           f"{platform.machine()!r}")
-            rt = _Runtime()
+            rt = _Runtime(obj)
             llvm.add_symbol(ENTRY, rt.address)
             atexit.register(_at_exit)
             if hasattr(os, "register_at_fork"):

@@ -9,7 +9,7 @@ import numpy as np
 from .evaluate import eval_np
 from .expr import (BinOp, Expr, IterVar, Reduce, Select, TensorRead, UnOp, Var, structural_key,
                    walk)
-from .tensor import ComputeOp, CSRCheck, PlaceholderOp, Tensor
+from .tensor import CSRCheck, PlaceholderOp, Tensor
 
 __all__ = ["ComputeDAG", "Stage"]
 

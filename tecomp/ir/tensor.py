@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 from . import dtype as dt
 from .expr import (BinOpKind, Const, Expr, IterKind, IterVar, Reduce, ReduceKind, Select, TensorRead,
-                   UnOpKind, Var, as_expr, binary, cast as _cast, free_vars, select, unary, walk)
+                   UnOpKind, as_expr, binary, cast as _cast, free_vars, select, unary, walk)
 from .interval import interval
 
 __all__ = ["Tensor", "PlaceholderOp", "ComputeOp", "CSRCheck", "placeholder", "compute",

@@ -16,8 +16,7 @@ from ..ir.expr import BinOpKind, Const, IterKind, Var, binary, simplify, substit
 from .state import Annotation, ComputeLocation, Iter, LoopNest, ScheduleError, State
 
 __all__ = ["Step", "SplitStep", "FuseStep", "ReorderStep", "AnnotationStep", "PragmaStep",
-           "ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheReadStep",
-           "CacheWriteStep", "step_from_record", "STEP_KINDS"]
+           "step_from_record", "STEP_KINDS"]
 
 STEP_KINDS: dict = {}
 

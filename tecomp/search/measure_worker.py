@@ -92,13 +92,9 @@ def build_candidate(task, steps):
 
 
 def _build(task, sched):
-    build_mod = sys.modules[build.__module__]
-    kernel = build(task.dag, task.target, sched)
-    # tc.build caches compiled code per process; a worker builds thousands of distinct candidates
-    # and holds the kernels it still needs itself, so the cache would only grow
-    with build_mod._CACHE_LOCK:
-        build_mod._CACHE.clear()
-    return kernel
+    # a worker builds thousands of distinct candidates and holds the kernels it still needs
+    # itself: the per-process build cache would only grow
+    return build(task.dag, task.target, sched, cache=False)
 
 
 # ------------------------------------------------------------------------------------ data

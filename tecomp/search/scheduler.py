@@ -16,7 +16,7 @@ import numpy as np
 
 from .measure import LocalMeasurer
 from .task import TuningOptions
-from .tune import TaskTuner, TuneResult
+from .tune import TaskTuner
 
 __all__ = ["tune_tasks", "TuneTasksResult", "SchedulerStrategy"]
 

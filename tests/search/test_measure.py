@@ -15,7 +15,8 @@ from tecomp.search.measure_worker import compare, task_arrays
 from tecomp.search.task import SearchTask, TuningOptions
 from tecomp.testing import workloads as w
 
-FAST = dict(repeat=3, min_repeat_ms=5, n_workers=2)
+# slow_cutoff off: these tests count repeats; test_slow_candidates_are_timed_by_one_call covers it
+FAST = dict(repeat=3, min_repeat_ms=5, n_workers=2, slow_cutoff=float("inf"))
 
 
 def matmul_task(n=64):
@@ -205,3 +206,15 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path):
     while any(alive(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(p) for p in children)
+
+
+def test_slow_candidates_are_timed_by_one_call():
+    task = matmul_task(96)
+    # slow_cutoff tiny: every run after the batch's first counts as hopelessly slow
+    with LocalMeasurer(TuningOptions(repeat=3, min_repeat_ms=5, n_workers=2, slow_cutoff=1e-9)) as m:
+        fast, slow = split_steps(task, 8), tuple(tc.Schedule(task.dag).records())
+        res = m.measure([MeasureInput(task, fast), MeasureInput(task, slow),
+                         MeasureInput(task, slow, cutoff=0.0)])
+    assert len(res[0].costs) == 3
+    assert len(res[1].costs) == 1 and res[1].is_valid
+    assert len(res[2].costs) == 1 and res[2].is_valid

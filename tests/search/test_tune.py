@@ -9,7 +9,6 @@ import textwrap
 import time
 
 import numpy as np
-import pytest
 
 import tecomp as tc
 from tecomp.schedule.records import ErrorKind, load_records

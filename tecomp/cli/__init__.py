@@ -1,0 +1,220 @@
+"""The ``tecomp`` command line (``tecomp.cli:main``; ``python -m tecomp.cli`` is the same).
+
+Subcommands:
+
+- ``tecomp run WORKLOAD --shape ...``: build a workload for this CPU (default or hand schedule),
+  check it against its reference and time it beside its peer library;
+- ``tecomp tune WORKLOAD --shape ... --trials N --log PATH``: tune it (resuming from the log) with a
+  live progress display, then build the best record and compare it likewise; Ctrl-C stops cleanly
+  (the log keeps every round measured so far; exit status 130);
+- ``tecomp best LOG``: the best valid record of each task (workload key, target) of a log;
+- ``tecomp bench WORKLOAD --shape ... [--log PATH]``: tecomp's best (or default/hand schedule)
+  beside numpy / torch / scipy, timed in one run, as a ratio;
+- ``tecomp plot LOG -o FILE.png``: tuning curves (best GFLOP/s against trials and wall time).
+
+Every error is one line on stderr and a non-zero exit status (2 for bad usage); set
+``TECOMP_DEBUG=1`` to get the traceback of an unexpected one instead.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+
+from ._common import CliError, one_line, workload_help
+
+__all__ = ["main", "build_parser", "CliError"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
+
+
+_FMT = argparse.RawDescriptionHelpFormatter
+
+
+def _workload_args(p, method=True):
+    p.add_argument("workload", help="matmul, batch_matmul, conv2d_nchw, conv2d_nhwc, csr_spmm, "
+                                    "bsr_spmm, sddmm, softmax, matmul_bias_relu (see below)")
+    p.add_argument("--shape", nargs="+", default=[], metavar="N",
+                   help="the workload's sizes in order, e.g. matmul: --shape M N K (or MxNxK)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="another builder parameter (e.g. stride=2, padding=1,1, density=0.05); "
+                        "repeatable")
+    p.add_argument("--dtype", default=None, help="element type (default float32)")
+    if method:
+        p.add_argument("--method", choices=["direct", "implicit_gemm"], default=None,
+                       help="conv2d algorithm (conv2d workloads only; default direct)")
+    p.add_argument("--target", default="llvm",
+                   help="compilation target (default: llvm, this CPU with its features)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+    ap = _Parser(prog="tecomp", formatter_class=_FMT,
+                 description="tecomp: a tensor compiler that tunes schedules for this CPU.",
+                 epilog="Run 'tecomp COMMAND --help' for a command's options.")
+    ap.add_argument("--version", action="version", version=f"tecomp {__version__}")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", required=True)
+    epilog = workload_help()
+
+    # run
+    p = sub.add_parser("run", help="build a workload, check it, time it beside its peer library",
+                       description="Build WORKLOAD for this CPU with the default or hand-written "
+                                   "schedule, check it against its numpy/scipy reference on "
+                                   "random data and time it beside numpy/torch/scipy.",
+                       epilog=epilog, formatter_class=_FMT)
+    _workload_args(p)
+    p.add_argument("--schedule", choices=["default", "hand"], default="default",
+                   help="the default schedule or the hand-written one (matmul, conv2d)")
+    p.add_argument("--repeat", type=int, default=5, help="timing repeats (default 5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.set_defaults(fn=_lazy("_commands", "cmd_bench"), log=None)
+
+    # tune
+    p = sub.add_parser("tune", help="tune a workload (resumable), then time the best beside its "
+                                    "peer",
+                       description="Tune WORKLOAD on this CPU: measure --trials new candidate "
+                                   "schedules, appending every round to the log (an existing log "
+                                   "is resumed: its candidates are not measured again), with a "
+                                   "live progress display. Then build the best record, check it "
+                                   "and time it beside its peer library. Ctrl-C stops cleanly: "
+                                   "the log keeps every finished round and the exit status is "
+                                   "130.",
+                       epilog=epilog, formatter_class=_FMT)
+    _workload_args(p)
+    p.add_argument("--trials", type=int, default=64, help="new candidates to measure (default 64)")
+    p.add_argument("--log", default=None,
+                   help="JSON-lines tuning log, resumed if it exists (default "
+                        "tuning_logs/WORKLOAD_KEY.jsonl)")
+    p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    p.add_argument("--cost-model", choices=["auto", "xgb", "random"], default="auto",
+                   help="auto: the learned model when xgboost is installed, else random")
+    p.add_argument("--population", type=int, default=256,
+                   help="candidates per generation of the evolutionary search (default 256)")
+    p.add_argument("--generations", type=int, default=3, help="generations per round (default 3)")
+    p.add_argument("--measures-per-round", type=int, default=32,
+                   help="candidates measured per round (default 32)")
+    p.add_argument("--repeat", type=int, default=3, help="timings per candidate (default 3)")
+    p.add_argument("--min-repeat-ms", type=int, default=40,
+                   help="each timing lasts at least this long (default 40)")
+    p.add_argument("--workers", type=int, default=2, help="build worker processes (default 2)")
+    p.add_argument("--build-timeout", type=float, default=30.0,
+                   help="seconds a candidate may take to compile (default 30)")
+    p.add_argument("--run-timeout", type=float, default=20.0,
+                   help="seconds a candidate may take to run (default 20)")
+    p.add_argument("--progress", choices=["auto", "bar", "lines", "none"], default="auto",
+                   help="progress display: auto (one updating line on a terminal, a line per "
+                        "round otherwise), bar, lines or none")
+    p.add_argument("--no-bench", action="store_true",
+                   help="stop after tuning (do not build the best record and time it)")
+    p.set_defaults(fn=_lazy("_commands", "cmd_tune"))
+
+    # best
+    p = sub.add_parser("best", help="the best record of each task in tuning logs",
+                       description="A table of the best valid record of each task (workload key, "
+                                   "target) in the logs: its mean cost, GFLOP/s, and the numbers "
+                                   "of records and failed measurements.",
+                       formatter_class=_FMT)
+    p.add_argument("logs", nargs="+", metavar="LOG", help="JSON-lines tuning log(s)")
+    p.add_argument("--target", default=None,
+                   help="only this target (exact string, or a kind such as llvm)")
+    p.add_argument("--key-chars", type=int, default=16,
+                   help="characters of the workload key shown (default 16)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(fn=_lazy("_logs", "cmd_best"))
+
+    # bench
+    p = sub.add_parser("bench", help="tecomp's best (from a log) beside numpy/torch/scipy",
+                       description="Build WORKLOAD from the best record of --log (or with the "
+                                   "default or hand schedule), check it, and time it beside its "
+                                   "peer in the same process: numpy for matmul and batch_matmul, "
+                                   "torch for conv2d (numpy when torch is missing), scipy.sparse "
+                                   "for csr_spmm and bsr_spmm, numpy for sddmm and the rest.",
+                       epilog=epilog, formatter_class=_FMT)
+    _workload_args(p)
+    p.add_argument("--log", default=None, help="tuning log: build its best record for the workload")
+    p.add_argument("--schedule", choices=["default", "hand"], default="default",
+                   help="without --log: the default schedule or the hand-written one")
+    p.add_argument("--repeat", type=int, default=5, help="timing repeats (default 5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.set_defaults(fn=_lazy("_commands", "cmd_bench"))
+
+    # plot
+    p = sub.add_parser("plot", help="tuning curves of a log as a PNG (needs matplotlib)",
+                       description="Plot best GFLOP/s against trials and against wall time (from "
+                                   "the records' timestamps), one line per task. Needs "
+                                   "matplotlib: pip install 'tecomp[plot]'.",
+                       formatter_class=_FMT)
+    p.add_argument("logs", nargs="+", metavar="LOG", help="JSON-lines tuning log(s)")
+    p.add_argument("-o", "--output", default=None,
+                   help="image file (default: the log's name with .png); the suffix picks the "
+                        "format (png, svg, pdf)")
+    p.add_argument("--label", action="append", default=[], metavar="KEYPREFIX=NAME",
+                   help="legend name of the task whose workload key starts with KEYPREFIX")
+    p.add_argument("--title", default=None)
+    p.add_argument("--dpi", type=int, default=110)
+    p.add_argument("--max-gap", type=float, default=600.0,
+                   help="idle gaps between records longer than this (seconds; resumed runs) are "
+                        "cut from the time axis (default 600)")
+    p.set_defaults(fn=_lazy("_logs", "cmd_plot"))
+    return ap
+
+
+def _lazy(module: str, name: str):
+    def fn(args):
+        import importlib
+        return getattr(importlib.import_module(f"{__name__}.{module}"), name)(args)
+    fn.__name__ = name
+    return fn
+
+
+def _showwarning(message, category, filename, lineno, file=None, line=None):
+    print(f"tecomp: warning: {one_line(message)}", file=sys.stderr, flush=True)
+
+
+def main(argv=None) -> int:
+    """Run the ``tecomp`` command line; returns the exit status."""
+    debug = bool(os.environ.get("TECOMP_DEBUG"))
+    with warnings.catch_warnings():
+        if not debug:
+            warnings.showwarning = _showwarning
+        try:
+            args = build_parser().parse_args(argv)
+            return int(args.fn(args) or 0)
+        except CliError as e:
+            _flush_stdout()
+            print(f"tecomp: {e}", file=sys.stderr, flush=True)
+            return e.code
+        except KeyboardInterrupt:
+            _flush_stdout()
+            print("\ntecomp: interrupted", file=sys.stderr, flush=True)
+            return 130
+        except BrokenPipeError:  # e.g. `tecomp best LOG | head`
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 1
+        except Exception as e:  # noqa: BLE001 - one line, never a traceback
+            if debug:
+                raise
+            _flush_stdout()
+            if isinstance(e, OSError) and e.strerror and e.filename:
+                msg = f"{e.strerror}: {e.filename}"
+            elif isinstance(e, (ValueError, LookupError, OSError, ImportError)):
+                msg = str(e)
+            else:
+                msg = f"{type(e).__name__}: {e}"
+            print(f"tecomp: error: {one_line(msg)} (set TECOMP_DEBUG=1 for the traceback)",
+                  file=sys.stderr, flush=True)
+            return 1
+
+
+def _flush_stdout():
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001
+        pass

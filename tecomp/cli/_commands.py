@@ -1,0 +1,158 @@
+"""``tecomp run``, ``tecomp bench`` and ``tecomp tune``."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from ._common import CliError, compare, make_workload, one_line, parse_target
+from ._progress import Progress
+
+
+def _hand_schedule(name: str, wl):
+    from ..testing import hand_schedules as hs
+    if name == "matmul":
+        return hs.matmul_schedule(wl.dag)
+    if name.startswith("conv2d"):
+        p = wl.params
+        return hs.conv2d_schedule(wl.dag, p["layout"], p["method"])
+    raise CliError(f"no hand schedule for {name} (there are for matmul and conv2d); use "
+                   f"--schedule default", code=2)
+
+
+def _build(wl, name: str, target, schedule: str = "default", log=None):
+    """``(kernel, label)``: the kernel of the best record of ``log``, or of the default or hand
+    schedule."""
+    from .. import build
+    if log is not None:
+        if not os.path.exists(log):
+            raise CliError(f"tuning log {log!r} does not exist")
+        try:
+            return build(wl.dag, target=target, log=log), f"best record of {log}"
+        except LookupError as e:
+            raise CliError(one_line(e).split(". Tune it")[0] + f"; tune it first (tecomp tune "
+                           f"{name} ... --log {log})") from None
+    sched = None if schedule == "default" else _hand_schedule(name, wl)
+    return build(wl.dag, target=target, schedule=sched), f"{schedule} schedule"
+
+
+def cmd_bench(args) -> int:
+    """Build a workload (best record of a log, default or hand schedule), check it and time it
+    beside its peer library."""
+    wl = make_workload(args)
+    target = parse_target(args.target)
+    log = getattr(args, "log", None)
+    if log is not None and args.schedule != "default":
+        raise CliError("--log and --schedule hand are exclusive: the log gives the schedule",
+                       code=2)
+    kernel, label = _build(wl, args.workload, target, args.schedule, log)
+    inputs = wl.make_inputs(np.random.default_rng(args.seed))
+    print(f"workload     {wl!r}")
+    print(f"target       {kernel.target}")
+    return compare(args.workload, wl, kernel, inputs, args.repeat, label)
+
+
+def _cost_model(kind: str, task, opt):
+    from ..search.cost_model import RandomModel
+    from ..search.tune import default_cost_model
+    if kind == "random":
+        return RandomModel(opt.seed)
+    if kind == "xgb":
+        try:
+            from ..search.xgb_model import XGBModel
+            return XGBModel(task, seed=opt.seed)
+        except ImportError as e:
+            raise CliError(f"--cost-model xgb needs xgboost ({one_line(e)}); install the 'tune' "
+                           f"extra: pip install 'tecomp[tune]'") from None
+    return default_cost_model(task, opt)
+
+
+def _count_records(log: str, key: str, target: str) -> tuple:
+    """``(records of this task, all records)`` in ``log``."""
+    import warnings
+
+    from ..schedule.records import load_records
+    if not os.path.exists(log):
+        return 0, 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        recs = load_records(log)
+    return sum(1 for r in recs if r.workload_key == key and r.target == target), len(recs)
+
+
+def cmd_tune(args) -> int:
+    """Tune a workload on this CPU (resuming from the log), then build the best record and compare
+    it with its peer."""
+    from ..schedule.records import load_records
+    from ..search.measure import LocalMeasurer
+    from ..search.task import SearchTask, TuningOptions
+    from ..search.tune import tune
+    from ..target import TargetKind
+    if args.trials < 0:
+        raise CliError(f"--trials must be >= 0, got {args.trials}", code=2)
+    wl = make_workload(args)
+    target = parse_target(args.target)
+    if target.kind is not TargetKind.LLVM:
+        raise CliError(f"tecomp tune measures candidates on this machine's CPU; target "
+                       f"{str(target)!r} cannot be measured here (use --target llvm)", code=2)
+    task = SearchTask(wl.dag, target, inputs=wl.index_data or None)
+    log = args.log or os.path.join("tuning_logs",
+                                   f"{args.workload}_{task.workload_key[:12]}.jsonl")
+    if os.path.isdir(log):
+        raise CliError(f"--log {log!r} is a directory; give a file path (e.g. {log}/tune.jsonl)",
+                       code=2)
+    try:
+        opt = TuningOptions(population=args.population, generations=args.generations,
+                            measures_per_round=args.measures_per_round, repeat=args.repeat,
+                            min_repeat_ms=args.min_repeat_ms, n_workers=args.workers,
+                            build_timeout=args.build_timeout, run_timeout=args.run_timeout,
+                            seed=args.seed, verbose=False)
+    except (TypeError, ValueError) as e:
+        raise CliError(f"bad tuning option: {one_line(e)}", code=2) from None
+    for flag, v in (("--population", opt.population), ("--generations", opt.generations),
+                    ("--measures-per-round", opt.measures_per_round), ("--repeat", opt.repeat),
+                    ("--workers", opt.n_workers)):
+        if v < 1:
+            raise CliError(f"{flag} must be >= 1, got {v}", code=2)
+    model = _cost_model(args.cost_model, task, opt)
+    tstr = str(task.target)
+    print(f"tuning {wl!r}")
+    print(f"  target {tstr}, workload key {task.workload_key[:16]}, {args.trials} trials, "
+          f"cost model {type(model).__name__}, log {log}")
+    mine, total = _count_records(log, task.workload_key, tstr)
+    if mine:
+        valid = [r.result.mean_cost for r in load_records(log)
+                 if r.workload_key == task.workload_key and r.target == tstr and r.result.is_valid]
+        best = f"best {task.flop_count() / min(valid) / 1e9:.2f} GFLOP/s" if valid else "none valid"
+        print(f"  resuming: the log holds {mine} records of this task ({best}); they are not "
+              f"measured again")
+    sys.stdout.flush()
+    progress = Progress(args.trials, sys.stdout, args.progress)
+    try:
+        progress.start()
+        with LocalMeasurer(opt) as measurer:
+            res = tune(task, trials=args.trials, log=log, options=opt, cost_model=model,
+                       measurer=measurer, progress=progress)
+    except KeyboardInterrupt:
+        progress.end()
+        mine_now, _ = _count_records(log, task.workload_key, tstr)
+        raise CliError(f"interrupted after {progress.trials} trials of this run; the log {log} "
+                       f"holds {mine_now} records of this task (rerun the same command to resume)",
+                       code=130) from None
+    finally:
+        progress.end()
+    total_s = res.wall_seconds or 1.0
+    errs = ", ".join(f"{k.lower()} {v}" for k, v in sorted(res.errors.items())) or "none"
+    print(f"best {res.best_gflops:.2f} GFLOP/s after {res.trials} trials in "
+          f"{res.wall_seconds:.1f} s (search {res.search_seconds / total_s:.0%}, measurement "
+          f"{res.measure_seconds / total_s:.0%}); errors: {errs}")
+    if res.trials < args.trials:
+        print(f"the search found no new candidate after {res.trials} trials; stopped early")
+    if res.best_steps is None:
+        raise CliError(f"no valid schedule was found (errors: {errs}); see the log {log}")
+    if args.no_bench:
+        return 0
+    kernel, label = _build(wl, args.workload, target, log=log)
+    inputs = wl.make_inputs(np.random.default_rng(args.seed))
+    return compare(args.workload, wl, kernel, inputs, 5, "tuned")

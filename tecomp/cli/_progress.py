@@ -1,0 +1,118 @@
+"""The live progress display of ``tecomp tune``: one updating line on a terminal, plain lines
+otherwise. A callable for ``tc.tune(progress=...)``."""
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+
+
+def fmt_seconds(s: float) -> str:
+    if s != s or s == float("inf"):
+        return "?"
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class Progress:
+    """Shows trials done out of ``total``, the best GFLOP/s, the error count, the time elapsed and
+    the time left.
+
+    Parameters
+    ----------
+    total : int
+        Trials this run makes.
+    stream : file, optional
+        Default ``sys.stdout``.
+    mode : {"auto", "bar", "lines", "none"}
+        ``auto``: ``bar`` (one line rewritten in place) on a terminal, ``lines`` (a line per
+        round) otherwise.
+    clock : callable, optional
+        Seconds (test hook; default ``time.monotonic``).
+    """
+
+    BAR = 20
+
+    def __init__(self, total: int, stream=None, mode: str = "auto", clock=None):
+        self.total = max(0, int(total))
+        self.stream = stream if stream is not None else sys.stdout
+        if mode == "auto":
+            isatty = getattr(self.stream, "isatty", None)
+            mode = "bar" if isatty is not None and isatty() else "lines"
+        if mode not in ("bar", "lines", "none"):
+            raise ValueError(f"progress mode must be auto, bar, lines or none, got {mode!r}")
+        self.mode = mode
+        self.clock = clock or time.monotonic
+        self.t0 = self.clock()
+        self.first = None        # (time, trials) at the first round's end: the rate excludes startup
+        self.trials = 0
+        self.best_gflops = 0.0
+        self.errors = 0
+        self._open = False       # a bar line is on screen, not yet ended by a newline
+
+    # ------------------------------------------------------------------------------------
+    def start(self, note: str = "starting the measurement workers") -> None:
+        if self.mode == "bar":
+            self._write_bar(self._line(note=note))
+
+    def __call__(self, result) -> None:
+        """Update from a :class:`~tecomp.search.tune.TuneResult` (``trials``, ``best_gflops``,
+        ``errors``)."""
+        now = self.clock()
+        self.trials = int(result.trials)
+        self.best_gflops = float(result.best_gflops)
+        self.errors = int(sum(result.errors.values()))
+        if self.first is None:
+            self.first = (now, self.trials)
+        line = self._line(now)
+        if self.mode == "bar":
+            self._write_bar(line)
+        elif self.mode == "lines":
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def end(self) -> None:
+        """End the bar's line (before anything else is printed)."""
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
+
+    # ------------------------------------------------------------------------------------
+    def eta(self, now: float | None = None) -> float:
+        """Seconds left, from the rate since the first round (from the start before that)."""
+        now = self.clock() if now is None else now
+        left = self.total - self.trials
+        if left <= 0:
+            return 0.0
+        if self.first is not None and self.trials > self.first[1]:
+            rate = (now - self.first[0]) / (self.trials - self.first[1])
+        elif self.trials > 0:
+            rate = (now - self.t0) / self.trials
+        else:
+            return float("nan")
+        return rate * left
+
+    def _line(self, now: float | None = None, note: str = "") -> str:
+        now = self.clock() if now is None else now
+        width = len(str(self.total))
+        parts = [f"trials {self.trials:>{width}}/{self.total}",
+                 f"best {self.best_gflops:.2f} GFLOP/s",
+                 f"errors {self.errors}",
+                 f"elapsed {fmt_seconds(now - self.t0)}",
+                 f"ETA {fmt_seconds(self.eta(now))}"]
+        text = "  ".join(parts) + (f"  ({note})" if note else "")
+        if self.mode == "bar":
+            done = min(self.BAR, self.BAR * self.trials // self.total) if self.total else self.BAR
+            return f"[{'#' * done}{'.' * (self.BAR - done)}] " + text
+        return "tecomp: " + text
+
+    def _write_bar(self, line: str) -> None:
+        cols = shutil.get_terminal_size((100, 24)).columns
+        self.stream.write("\r" + line[:max(10, cols - 1)] + "\x1b[K")
+        self.stream.flush()
+        self._open = True

@@ -1,0 +1,188 @@
+"""Offline evaluation of the learned cost model on tuning logs.
+
+Records are rebuilt into candidates (the DAG comes from a workload spec), kept in log order (the
+order of tuning rounds), split into the first ``train_frac`` for training and the rest for testing,
+and the model trained on the first part is scored on the second::
+
+    python -m tecomp.search.model_eval tuning_logs/matmul_random.jsonl \\
+        --workload matmul --shape 1024 1024 1024
+
+Reported: pairwise ranking accuracy (the share of test pairs with different measured throughput
+that the model orders the same way; failed runs have throughput 0) and top-k recall (how many of
+the k fastest test programs are among the model's k best), beside the feature extraction speed
+and the training time.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import sys
+import time
+
+import numpy as np
+
+__all__ = ["pairwise_accuracy", "top_k_recall", "candidates_from_records", "evaluate", "main"]
+
+
+def pairwise_accuracy(pred, truth) -> float:
+    """Share of pairs with ``truth[i] != truth[j]`` that ``pred`` orders the same way (ties in
+    ``pred`` count one half); NaN when there is no such pair.
+
+    Parameters
+    ----------
+    pred, truth : array_like
+        Scores, higher is better (e.g. predicted and measured throughput).
+    """
+    p, t = np.asarray(pred, dtype=np.float64), np.asarray(truth, dtype=np.float64)
+    p = np.where(np.isfinite(p), p, -1e300)
+    agree = total = 0.0
+    for s in range(0, len(p), 512):  # blocks of rows keep memory at 512 x n
+        dp = np.sign(p[s:s + 512, None] - p[None, :])
+        dt = np.sign(t[s:s + 512, None] - t[None, :])
+        m = dt != 0
+        total += m.sum()
+        agree += (dp[m] == dt[m]).sum() + 0.5 * (dp[m] == 0).sum()
+    return float(agree / total) if total else math.nan
+
+
+def top_k_recall(pred, truth, k: int = 32) -> float:
+    """``|top-k by pred  ∩  top-k by truth| / k`` (k capped at the number of programs)."""
+    p, t = np.asarray(pred, dtype=np.float64), np.asarray(truth, dtype=np.float64)
+    k = min(k, len(p))
+    if k == 0:
+        return math.nan
+    p = np.where(np.isfinite(p), p, -1e300)
+    return len(set(np.argsort(-p, kind="stable")[:k]) & set(np.argsort(-t, kind="stable")[:k])) / k
+
+
+def candidates_from_records(dag, records) -> tuple:
+    """``(candidates, costs, skipped)``: the records of ``dag``'s workload replayed into
+    :class:`~tecomp.search.annotate.Candidate` s (sketch index -1), their mean costs (inf when
+    failed), in log order; ``skipped`` counts records of other workloads or that do not replay."""
+    from ..schedule import State, step_from_record
+    from .annotate import Candidate
+    cands, costs, skipped, seen = [], [], 0, set()
+    for r in records:
+        if r.workload_key != dag.workload_key or r.key in seen:
+            skipped += 1
+            continue
+        try:
+            steps = [step_from_record(s) for s in r.steps]
+            state = State.replay(dag, steps)
+        except Exception:  # noqa: BLE001 - a record this version cannot replay
+            skipped += 1
+            continue
+        seen.add(r.key)
+        cands.append(Candidate(-1, dict(r.decisions), steps, state))
+        costs.append(r.result.mean_cost if r.result.is_valid else math.inf)
+    return cands, np.asarray(costs, dtype=np.float64), skipped
+
+
+def evaluate(task, records, train_frac: float = 0.7, k: int = 32, **model_kw) -> dict:
+    """Train an :class:`~tecomp.search.xgb_model.XGBModel` on the first ``train_frac`` of the
+    records of ``task`` (log order) and score it on the rest.
+
+    Returns
+    -------
+    dict
+        ``n_train``, ``n_test``, ``pairwise_accuracy``, ``top_k_recall``, ``k``,
+        ``train_pairwise_accuracy``, ``extract_per_s`` (lowering + features),
+        ``train_seconds``, ``skipped``.
+    """
+    from .features import FeatureExtractor
+    from .xgb_model import XGBModel
+    cands, costs, skipped = candidates_from_records(task.dag, records)
+    n_train = int(round(train_frac * len(cands)))
+    if n_train < 2 or len(cands) - n_train < 2:
+        raise ValueError(f"too few records of this workload to split ({len(cands)})")
+    fx = FeatureExtractor(task)
+    t0 = time.perf_counter()
+    feats = fx.extract(cands)
+    t_ext = time.perf_counter() - t0
+    model_kw.setdefault("warmup_samples", 0)
+    model = XGBModel(task, **model_kw)
+    group = task.dag.workload_key
+    for c, f, cost in zip(cands[:n_train], feats[:n_train], costs[:n_train]):
+        model.add_sample(c.key, f, cost, group)
+    model.train()
+    thr = np.where(np.isfinite(costs), 1.0 / np.where(np.isfinite(costs), costs, 1.0), 0.0)
+    pred = model.predict_features(feats[n_train:])
+    pred_tr = model.predict_features(feats[:n_train])
+    return {"n_train": n_train, "n_test": len(cands) - n_train, "skipped": skipped, "k": k,
+            "pairwise_accuracy": pairwise_accuracy(pred, thr[n_train:]),
+            "top_k_recall": top_k_recall(pred, thr[n_train:], k),
+            "train_pairwise_accuracy": pairwise_accuracy(pred_tr, thr[:n_train]),
+            "extract_per_s": len(cands) / max(t_ext, 1e-9),
+            "train_seconds": model.train_seconds}
+
+
+def _workload(name: str, shape, params: dict):
+    from ..testing.workloads import WORKLOADS, get_workload
+    if name not in WORKLOADS:
+        raise SystemExit(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
+    kw = dict(params)
+    sig = inspect.signature(WORKLOADS[name]).parameters
+    if all(p.kind is p.VAR_KEYWORD for p in sig.values()):  # conv2d_nchw -> conv2d's arguments
+        base = max((b for b in WORKLOADS if name.startswith(b) and b != name), key=len,
+                   default=name)
+        sig = inspect.signature(WORKLOADS[base]).parameters
+    names = [p for p in sig if p not in ("dtype", "layout", "method")]
+    if len(shape) > len(names):
+        raise SystemExit(f"{name} takes at most {len(names)} shape values ({' '.join(names)})")
+    kw.update(zip(names, shape))
+    return get_workload(name, **kw)
+
+
+def _value(v: str):
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(v.lower(), v)
+
+
+def main(argv=None) -> int:
+    """Command line: ``python -m tecomp.search.model_eval LOG... --workload W --shape ...``."""
+    ap = argparse.ArgumentParser(prog="python -m tecomp.search.model_eval", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logs", nargs="+", help="tuning logs (JSON lines)")
+    ap.add_argument("--workload", required=True, help="workload name (tecomp.testing.workloads)")
+    ap.add_argument("--shape", type=int, nargs="*", default=[],
+                    help="the builder's leading integer arguments, e.g. M N K")
+    ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                    help="other builder arguments, e.g. layout=NHWC method=implicit_gemm")
+    ap.add_argument("--train-frac", type=float, default=0.7)
+    ap.add_argument("-k", type=int, default=32, help="k of top-k recall")
+    ap.add_argument("--min-weight", type=float, default=None)
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = ap.parse_args(argv)
+    from ..schedule.records import load_records
+    from .task import SearchTask
+    params = dict(p.split("=", 1) for p in args.param)
+    wl = _workload(args.workload, args.shape, {k: _value(v) for k, v in params.items()})
+    task = SearchTask(wl.dag, inputs=wl.index_data or None)
+    records = [r for log in args.logs for r in load_records(log)]
+    kw = {} if args.min_weight is None else {"min_weight": args.min_weight}
+    try:
+        res = evaluate(task, records, args.train_frac, args.k, **kw)
+    except ValueError as e:
+        print(f"model_eval: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(f"{wl!r}: {res['n_train']} train / {res['n_test']} test records "
+              f"({res['skipped']} skipped)\n"
+              f"  pairwise ranking accuracy {res['pairwise_accuracy']:.3f} "
+              f"(train {res['train_pairwise_accuracy']:.3f})\n"
+              f"  top-{res['k']} recall {res['top_k_recall']:.3f}\n"
+              f"  features {res['extract_per_s']:.0f} programs/s, training "
+              f"{res['train_seconds']:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
