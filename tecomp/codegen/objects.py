@@ -148,12 +148,19 @@ def _enabled(features: str) -> set:
     return {f[1:] for f in features.split(",") if f.startswith("+")}
 
 
-def missing_features(required: str, host: str | None = None) -> list:
-    """The features enabled in the LLVM feature string ``required`` that ``host`` (default: this
-    CPU's) does not enable, sorted."""
+def _known(features: str) -> set:
+    return {f[1:] for f in features.split(",") if f[:1] in "+-" and len(f) > 1}
+
+
+def missing_features(required: str, host: str | None = None) -> tuple:
+    """``(missing, unknown)``: the features enabled in the LLVM feature string ``required`` that
+    ``host`` (default: this CPU's) disables, and those ``host`` does not name at all (a feature of
+    another LLVM version, which this one cannot tell about), each sorted."""
     if host is None:
         host = host_cpu()[1]
-    return sorted(_enabled(required) - _enabled(host))
+    need = _enabled(required) - _enabled(host)
+    known = _known(host)
+    return sorted(need & known), sorted(need - known)
 
 
 def unresolved(names) -> list:
