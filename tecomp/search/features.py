@@ -426,9 +426,9 @@ class _Func:
             f[3] = len(accs) * trip * eb
             f[4] = fp[b][0] * eb
             flat: dict = {}  # var id -> coefficient in the flattened element offset
-            for (c, _, _), s in zip(accs[0].dims, b.strides):
-                for v, w in c.items():
-                    flat[v] = flat.get(v, 0.0) + w * s
+            for (c, _, _), st in zip(accs[0].dims, b.strides):
+                for v, cw in c.items():
+                    flat[v] = flat.get(v, 0.0) + cw * st
             p = next((l for l in range(n - 1, -1, -1)
                       if exts[l] > 1 and flat.get(id(loops[l][0]))), None)
             if p is None:
