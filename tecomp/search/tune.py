@@ -82,14 +82,25 @@ class TaskTuner:
         self.empty_rounds = 0
         if log is not None and os.path.exists(log):
             res = self.result
-            for r in load_records(log):
-                if r.workload_key == task.workload_key and r.target == self.target:
-                    self.search.remember(r.key, r.result.mean_cost, r.decisions)
-                    if r.result.is_valid and r.result.mean_cost < res.best_cost:
-                        res.best_cost, res.best_steps = r.result.mean_cost, r.steps
+            mine = [r for r in load_records(log)
+                    if r.workload_key == task.workload_key and r.target == self.target]
+            for r in mine:
+                self.search.remember(r.key, r.result.mean_cost, r.decisions)
+                if r.result.is_valid and r.result.mean_cost < res.best_cost:
+                    res.best_cost, res.best_steps = r.result.mean_cost, r.steps
+            self._learn_from(mine)
             if options.verbose and self.search.measured:
                 print(f"tecomp: resuming from {log}: {len(self.search.measured)} measured "
                       f"candidates of {task}")
+
+    def _learn_from(self, records) -> None:
+        """A resumed tuning's model starts from what the log measured (a random model skips it)."""
+        if not records or isinstance(self.model, RandomModel):
+            return
+        from .model_eval import candidates_from_records
+        cands, _, _ = candidates_from_records(self.task.dag, records)
+        by_key = {r.key: r.result for r in records}
+        self.model.update(cands, [by_key[c.key] for c in cands])
 
     @property
     def exhausted(self) -> bool:
