@@ -6,14 +6,15 @@ Subcommands:
   check it against its reference and time it beside its peer library;
 - ``tecomp tune WORKLOAD --shape ... --trials N --log PATH``: tune it (resuming from the log) with a
   live progress display, then build the best record and compare it likewise; Ctrl-C stops cleanly
-  (the log keeps every round measured so far; exit status 130);
+  (the log keeps every round measured so far; exit status 130). ``tecomp tune --network resnet18``
+  tunes a network's distinct layers with the task scheduler instead;
 - ``tecomp best LOG``: the best valid record of each task (workload key, target) of a log;
 - ``tecomp bench WORKLOAD --shape ... [--log PATH]``: tecomp's best (or default/hand schedule)
   beside numpy / torch / scipy, timed in one run, as a ratio;
 - ``tecomp plot LOG -o FILE.png``: tuning curves (best GFLOP/s against trials and wall time).
 
-Every error is one line on stderr and a non-zero exit status (2 for bad usage); set
-``TECOMP_DEBUG=1`` to get the traceback of an unexpected one instead.
+Every error is one line on stderr and a non-zero exit status (2 for bad usage); ``tecomp --debug
+...`` shows the traceback of an unexpected one instead.
 """
 from __future__ import annotations
 
@@ -34,12 +35,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
-_FMT = argparse.RawDescriptionHelpFormatter
+_FMT = argparse.RawDescriptionHelpFormatter  # keeps the epilog's table; descriptions are wrapped
 
 
-def _workload_args(p, method=True):
-    p.add_argument("workload", help="matmul, batch_matmul, conv2d_nchw, conv2d_nhwc, csr_spmm, "
-                                    "bsr_spmm, sddmm, softmax, matmul_bias_relu (see below)")
+def _wrap(text: str) -> str:
+    import shutil
+    import textwrap
+    return textwrap.fill(text, min(shutil.get_terminal_size((80, 24)).columns, 100) - 2)
+
+
+def _workload_args(p, method=True, optional=False):
+    p.add_argument("workload", nargs="?" if optional else None, default=None,
+                   help="matmul, batch_matmul, conv2d_nchw, conv2d_nhwc, csr_spmm, bsr_spmm, "
+                        "sddmm, softmax, matmul_bias_relu (see below)")
     p.add_argument("--shape", nargs="+", default=[], metavar="N",
                    help="the workload's sizes in order, e.g. matmul: --shape M N K (or MxNxK)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
@@ -56,17 +64,20 @@ def _workload_args(p, method=True):
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
     ap = _Parser(prog="tecomp", formatter_class=_FMT,
-                 description="tecomp: a tensor compiler that tunes schedules for this CPU.",
+                 description=_wrap("tecomp: a tensor compiler that tunes schedules for this CPU."),
                  epilog="Run 'tecomp COMMAND --help' for a command's options.")
     ap.add_argument("--version", action="version", version=f"tecomp {__version__}")
+    ap.add_argument("--debug", action="store_true",
+                    help="show the traceback of an unexpected error (first argument only)")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", required=True)
     epilog = workload_help()
 
     # run
     p = sub.add_parser("run", help="build a workload, check it, time it beside its peer library",
-                       description="Build WORKLOAD for this CPU with the default or hand-written "
+                       description=_wrap(
+                                   "Build WORKLOAD for this CPU with the default or hand-written "
                                    "schedule, check it against its numpy/scipy reference on "
-                                   "random data and time it beside numpy/torch/scipy.",
+                                   "random data and time it beside numpy/torch/scipy."),
                        epilog=epilog, formatter_class=_FMT)
     _workload_args(p)
     p.add_argument("--schedule", choices=["default", "hand"], default="default",
@@ -78,16 +89,30 @@ def build_parser() -> argparse.ArgumentParser:
     # tune
     p = sub.add_parser("tune", help="tune a workload (resumable), then time the best beside its "
                                     "peer",
-                       description="Tune WORKLOAD on this CPU: measure --trials new candidate "
+                       description=_wrap(
+                                   "Tune WORKLOAD on this CPU: measure --trials new candidate "
                                    "schedules, appending every round to the log (an existing log "
                                    "is resumed: its candidates are not measured again), with a "
                                    "live progress display. Then build the best record, check it "
                                    "and time it beside its peer library. Ctrl-C stops cleanly: "
                                    "the log keeps every finished round and the exit status is "
-                                   "130.",
+                                   "130. With --network NAME instead of a WORKLOAD, the "
+                                   "network's distinct conv2d/dense layers are tuned, sharing "
+                                   "--trials through the task scheduler, and a table of each "
+                                   "layer's best closes the run."),
                        epilog=epilog, formatter_class=_FMT)
-    _workload_args(p)
-    p.add_argument("--trials", type=int, default=64, help="new candidates to measure (default 64)")
+    _workload_args(p, optional=True)
+    p.add_argument("--network", choices=["resnet18", "resnet50", "mobilenet_v2"], default=None,
+                   help="tune a network's distinct conv2d/dense layers instead of one WORKLOAD, "
+                        "with the task scheduler (tc.tune_tasks) sharing --trials among them")
+    p.add_argument("--batch", type=int, default=1, help="--network: batch size (default 1)")
+    p.add_argument("--layout", choices=["NHWC", "NCHW"], default="NHWC",
+                   help="--network: conv2d layout (default NHWC)")
+    p.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
+                   help="--network: how trials go to layers (default gradient: by expected gain "
+                        "in the network's latency)")
+    p.add_argument("--trials", type=int, default=64,
+                   help="new candidates to measure (with --network: in all) (default 64)")
     p.add_argument("--log", default=None,
                    help="JSON-lines tuning log, resumed if it exists (default "
                         "tuning_logs/WORKLOAD_KEY.jsonl)")
@@ -116,9 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     # best
     p = sub.add_parser("best", help="the best record of each task in tuning logs",
-                       description="A table of the best valid record of each task (workload key, "
+                       description=_wrap(
+                                   "A table of the best valid record of each task (workload key, "
                                    "target) in the logs: its mean cost, GFLOP/s, and the numbers "
-                                   "of records and failed measurements.",
+                                   "of records and failed measurements."),
                        formatter_class=_FMT)
     p.add_argument("logs", nargs="+", metavar="LOG", help="JSON-lines tuning log(s)")
     p.add_argument("--target", default=None,
@@ -130,11 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     # bench
     p = sub.add_parser("bench", help="tecomp's best (from a log) beside numpy/torch/scipy",
-                       description="Build WORKLOAD from the best record of --log (or with the "
+                       description=_wrap(
+                                   "Build WORKLOAD from the best record of --log (or with the "
                                    "default or hand schedule), check it, and time it beside its "
                                    "peer in the same process: numpy for matmul and batch_matmul, "
                                    "torch for conv2d (numpy when torch is missing), scipy.sparse "
-                                   "for csr_spmm and bsr_spmm, numpy for sddmm and the rest.",
+                                   "for csr_spmm and bsr_spmm, numpy for sddmm and the rest."),
                        epilog=epilog, formatter_class=_FMT)
     _workload_args(p)
     p.add_argument("--log", default=None, help="tuning log: build its best record for the workload")
@@ -146,9 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     # plot
     p = sub.add_parser("plot", help="tuning curves of a log as a PNG (needs matplotlib)",
-                       description="Plot best GFLOP/s against trials and against wall time (from "
+                       description=_wrap(
+                                   "Plot best GFLOP/s against trials and against wall time (from "
                                    "the records' timestamps), one line per task. Needs "
-                                   "matplotlib: pip install 'tecomp[plot]'.",
+                                   "matplotlib: pip install 'tecomp[plot]'."),
                        formatter_class=_FMT)
     p.add_argument("logs", nargs="+", metavar="LOG", help="JSON-lines tuning log(s)")
     p.add_argument("-o", "--output", default=None,
@@ -161,8 +189,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-gap", type=float, default=600.0,
                    help="idle gaps between records longer than this (seconds; resumed runs) are "
                         "cut from the time axis (default 600)")
+    p.add_argument("--time-origin", choices=["log", "task"], default="log",
+                   help="wall time from the first record of the logs (default: shows when each "
+                        "task was tuned) or from each task's own first record (compares tasks "
+                        "tuned one after another)")
     p.set_defaults(fn=_lazy("_logs", "cmd_plot"))
+
+    p = sub.add_parser("export", add_help=False,
+                       help="write the best kernels of a log as object code + manifest "
+                            "(tc.load(DIR) runs them without compiling)",
+                       description="tecomp export LOG --out DIR [--workload NAME --shape ...]... "
+                                   "[--all]; see 'tecomp export --help'")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=_export)
     return ap
+
+
+def _export(args) -> int:
+    from ..deploy import main_export
+    return main_export(args.rest)
 
 
 def _lazy(module: str, name: str):
@@ -179,11 +224,17 @@ def _showwarning(message, category, filename, lineno, file=None, line=None):
 
 def main(argv=None) -> int:
     """Run the ``tecomp`` command line; returns the exit status."""
-    debug = bool(os.environ.get("TECOMP_DEBUG"))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv[:1]
+    if debug:
+        argv = argv[1:]
     with warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _showwarning
         try:
+            if argv[:1] == ["export"]:  # its own parser (tecomp.deploy), --help included
+                from ..deploy import main_export
+                return int(main_export(argv[1:]) or 0)
             args = build_parser().parse_args(argv)
             return int(args.fn(args) or 0)
         except CliError as e:
@@ -192,7 +243,8 @@ def main(argv=None) -> int:
             return e.code
         except KeyboardInterrupt:
             _flush_stdout()
-            print("\ntecomp: interrupted", file=sys.stderr, flush=True)
+            lead = "\n" if sys.stderr.isatty() else ""  # past the ^C the terminal echoed
+            print(f"{lead}tecomp: interrupted", file=sys.stderr, flush=True)
             return 130
         except BrokenPipeError:  # e.g. `tecomp best LOG | head`
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -208,7 +260,7 @@ def main(argv=None) -> int:
                 msg = str(e)
             else:
                 msg = f"{type(e).__name__}: {e}"
-            print(f"tecomp: error: {one_line(msg)} (set TECOMP_DEBUG=1 for the traceback)",
+            print(f"tecomp: error: {one_line(msg)} (tecomp --debug ... shows the traceback)",
                   file=sys.stderr, flush=True)
             return 1
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from ._common import CliError, compare, make_workload, one_line, parse_target
-from ._progress import Progress
+from ._progress import NetworkProgress, Progress
 
 
 def _hand_schedule(name: str, wl):
@@ -81,27 +81,25 @@ def _count_records(log: str, key: str, target: str) -> tuple:
     return sum(1 for r in recs if r.workload_key == key and r.target == target), len(recs)
 
 
-def cmd_tune(args) -> int:
-    """Tune a workload on this CPU (resuming from the log), then build the best record and compare
-    it with its peer."""
-    from ..schedule.records import load_records
-    from ..search.measure import LocalMeasurer
-    from ..search.task import SearchTask, TuningOptions
-    from ..search.tune import tune
+def _tune_target(args):
     from ..target import TargetKind
     if args.trials < 0:
         raise CliError(f"--trials must be >= 0, got {args.trials}", code=2)
-    wl = make_workload(args)
     target = parse_target(args.target)
     if target.kind is not TargetKind.LLVM:
         raise CliError(f"tecomp tune measures candidates on this machine's CPU; target "
                        f"{str(target)!r} cannot be measured here (use --target llvm)", code=2)
-    task = SearchTask(wl.dag, target, inputs=wl.index_data or None)
-    log = args.log or os.path.join("tuning_logs",
-                                   f"{args.workload}_{task.workload_key[:12]}.jsonl")
+    return target
+
+
+def _check_log_path(log: str) -> None:
     if os.path.isdir(log):
         raise CliError(f"--log {log!r} is a directory; give a file path (e.g. {log}/tune.jsonl)",
                        code=2)
+
+
+def _tuning_options(args):
+    from ..search.task import TuningOptions
     try:
         opt = TuningOptions(population=args.population, generations=args.generations,
                             measures_per_round=args.measures_per_round, repeat=args.repeat,
@@ -115,6 +113,30 @@ def cmd_tune(args) -> int:
                     ("--workers", opt.n_workers)):
         if v < 1:
             raise CliError(f"{flag} must be >= 1, got {v}", code=2)
+    return opt
+
+
+def cmd_tune(args) -> int:
+    """Tune a workload (or a network's layers) on this CPU, resuming from the log; for one
+    workload, then build the best record and compare it with its peer."""
+    from ..schedule.records import load_records
+    from ..search.measure import LocalMeasurer
+    from ..search.task import SearchTask
+    from ..search.tune import tune
+    if args.network:
+        if args.workload:
+            raise CliError("give a WORKLOAD or --network, not both", code=2)
+        return _tune_network(args)
+    if not args.workload:
+        raise CliError("tecomp tune needs a WORKLOAD (e.g. matmul --shape 512 512 512) or "
+                       "--network NAME", code=2)
+    target = _tune_target(args)
+    wl = make_workload(args)
+    task = SearchTask(wl.dag, target, inputs=wl.index_data or None)
+    log = args.log or os.path.join("tuning_logs",
+                                   f"{args.workload}_{task.workload_key[:12]}.jsonl")
+    _check_log_path(log)
+    opt = _tuning_options(args)
     model = _cost_model(args.cost_model, task, opt)
     tstr = str(task.target)
     print(f"tuning {wl!r}")
@@ -156,3 +178,74 @@ def cmd_tune(args) -> int:
     kernel, label = _build(wl, args.workload, target, log=log)
     inputs = wl.make_inputs(np.random.default_rng(args.seed))
     return compare(args.workload, wl, kernel, inputs, 5, "tuned")
+
+
+def _layer_name(spec) -> str:
+    if spec[0] == "dense":
+        return f"dense {spec[1]}->{spec[2]}"
+    _, C, H, O, k, st, p, g = spec
+    return f"conv {C}x{H}x{H}->{O} k{k} s{st} p{p}" + (f" g{g}" if g != 1 else "")
+
+
+def _tune_network(args) -> int:
+    """``tecomp tune --network NAME``: the network's distinct layers under one trial budget
+    (``tc.tune_tasks``), then a table of each layer's best."""
+    from ..search.measure import LocalMeasurer
+    from ..search.scheduler import tune_tasks
+    from ..search.task import SearchTask
+    from ..testing.networks import layer_set, layer_specs
+    for flag in ("shape", "param", "dtype", "method"):
+        if getattr(args, flag, None):
+            raise CliError(f"--{flag} applies to a WORKLOAD, not to --network", code=2)
+    target = _tune_target(args)
+    try:
+        specs = layer_specs(args.network)
+        layers = layer_set(args.network, batch=args.batch, layout=args.layout)
+    except ValueError as e:
+        raise CliError(one_line(e), code=2) from None
+    tasks = [SearchTask(wl.dag, target, inputs=wl.index_data or None) for wl, _ in layers]
+    weights = [float(c) for _, c in layers]
+    names = [_layer_name(spec) for spec, _ in specs]
+    log = args.log or os.path.join(
+        "tuning_logs", f"{args.network}_b{args.batch}_{args.layout.lower()}.jsonl")
+    _check_log_path(log)
+    opt = _tuning_options(args)
+    tstr = str(tasks[0].target)
+    print(f"tuning {args.network} (batch {args.batch}, {args.layout}): {len(tasks)} distinct "
+          f"layers, {args.trials} trials in all ({args.strategy}), target {tstr}, log {log}")
+    mine = sum(_count_records(log, t.workload_key, tstr)[0] for t in tasks)
+    if mine:
+        print(f"  resuming: the log holds {mine} records of these layers; they are not measured "
+              f"again")
+    sys.stdout.flush()
+    factory = (lambda t: _cost_model(args.cost_model, t, opt))  # noqa: E731
+    progress = NetworkProgress(args.trials, names, sys.stdout, args.progress)
+    try:
+        progress.start()
+        with LocalMeasurer(opt) as measurer:
+            out = tune_tasks(tasks, args.trials, log=log, weights=weights, options=opt,
+                             strategy=args.strategy, cost_model_factory=factory,
+                             measurer=measurer, progress=progress)
+    except KeyboardInterrupt:
+        progress.end()
+        n = sum(_count_records(log, t.workload_key, tstr)[0] for t in tasks)
+        raise CliError(f"interrupted after {progress.trials} trials of this run; the log {log} "
+                       f"holds {n} records of these layers (rerun the same command to resume)",
+                       code=130) from None
+    finally:
+        progress.end()
+    w = max(len(n) for n in names)
+    print(f"{'#':>3}  {'layer':<{w}}  {'count':>5}  {'trials':>6}  {'GFLOP/s':>8}  {'ms':>9}  "
+          f"{'count x ms':>10}")
+    for i, (name, r, c) in enumerate(zip(names, out.results, weights), 1):
+        ok = r.best_steps is not None
+        print(f"{i:>3}  {name:<{w}}  {int(c):>5}  {out.allocation[i - 1]:>6}  "
+              + (f"{r.best_gflops:8.2f}  {r.best_cost * 1e3:9.4f}  {c * r.best_cost * 1e3:10.4f}"
+                 if ok else f"{'-':>8}  {'-':>9}  {'-':>10}"))
+    errors = sum(sum(r.errors.values()) for r in out.results)
+    missing = sum(1 for r in out.results if r.best_steps is None)
+    lat = (f"{out.weighted_latency * 1e3:.3f} ms" if not missing
+           else f"unknown ({missing} layer(s) without a valid record)")
+    print(f"network latency (sum of count x best): {lat}; {sum(out.allocation)} trials, "
+          f"{errors} errors")
+    return 0

@@ -3,6 +3,7 @@ of each workload, and timing tecomp beside it."""
 from __future__ import annotations
 
 import inspect
+import re
 
 import numpy as np
 
@@ -50,7 +51,7 @@ def parse_shape(tokens) -> list:
     """``--shape`` values: ``64 64 64``, ``64x64x64`` or ``64,64,64`` (mixed too), as ints."""
     out = []
     for tok in tokens or ():
-        for part in str(tok).replace("x", " ").replace("X", " ").replace(",", " ").split():
+        for part in re.split(r"[xX,]", str(tok).strip()):
             try:
                 v = int(part)
             except ValueError:
@@ -231,10 +232,13 @@ def compare(name: str, wl, kernel, inputs, repeat: int, label: str, out=print) -
     """Check ``kernel`` on ``inputs``, time it and the peer library in this process and print both
     and their ratio; returns 0 when the result is correct, else 1."""
     from ..timing import time_callable
-    refs = wl.reference(inputs)
-    ok, err = check(kernel(*inputs), refs)
+    # tecomp is timed before anything calls numpy/BLAS here: BLAS worker threads that spin after
+    # a call would take the cores from tecomp's parallel loops for a while
+    outs = kernel(*inputs)
     flops = flop_count(wl, inputs)
     t = time_callable(lambda: kernel(*inputs), repeat=repeat)
+    refs = wl.reference(inputs)
+    ok, err = check(outs, refs)
     peer_label, fn = peer(name, wl, inputs)
     peer_ok, _ = check(fn(), refs)
     tp = time_callable(fn, repeat=repeat)

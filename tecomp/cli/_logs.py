@@ -152,8 +152,8 @@ def cmd_plot(args) -> int:
         raise CliError("the records carry no flop count, so there is no GFLOP/s to plot")
     skipped = len(tasks) - len(plotted)
     f, cut = wall_axis([r.result.timestamp for t in plotted for r in t.records], args.max_gap)
-    tmax = max((f(r.result.timestamp) for t in plotted for r in t.records if r.result.timestamp > 0),
-               default=0.0) if f else 0.0
+    stamps = [r.result.timestamp for t in plotted for r in t.records if r.result.timestamp > 0]
+    tmax = max(map(f, stamps), default=0.0) if f else 0.0
     unit, scale = ("h", 3600.0) if tmax > 7200 else ("min", 60.0) if tmax > 600 else ("s", 1.0)
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6), constrained_layout=True)
@@ -164,14 +164,17 @@ def cmd_plot(args) -> int:
         xs, ts, ys = curves(t)
         line, = ax1.plot(xs, ys, drawstyle="steps-post", label=name)
         if f is not None:
-            pts = [(f(s) / scale, y) for s, y in zip(ts, ys) if s > 0]
+            t0 = min((f(s) for s in ts if s > 0), default=0.0) if args.time_origin == "task" \
+                else 0.0
+            pts = [((f(s) - t0) / scale, y) for s, y in zip(ts, ys) if s > 0]
             if pts:
                 ax2.plot([p[0] for p in pts], [p[1] for p in pts], drawstyle="steps-post",
                          color=line.get_color(), label=name)
     ax1.set_xlabel("trials (measured candidates of the task)")
     ax1.set_ylabel("best GFLOP/s")
     ax1.set_title("best GFLOP/s against trials")
-    ax2.set_xlabel(f"tuning wall time ({unit})"
+    origin = "first record of each task" if args.time_origin == "task" else "first record"
+    ax2.set_xlabel(f"tuning wall time ({unit}, from the {origin})"
                    + (f", {cut} idle gap(s) over {args.max_gap:g} s cut" if cut else ""))
     ax2.set_ylabel("best GFLOP/s")
     ax2.set_title("best GFLOP/s against wall time")
@@ -182,7 +185,8 @@ def cmd_plot(args) -> int:
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
     ax1.legend(fontsize="small", loc="lower right", ncol=1 if len(plotted) <= 8 else 2)
-    fig.suptitle(args.title or f"tecomp tuning curves: {', '.join(map(os.path.basename, args.logs))}")
+    names = ", ".join(map(os.path.basename, args.logs))
+    fig.suptitle(args.title or f"tecomp tuning curves: {names}")
     try:
         fig.savefig(out, dpi=args.dpi)
     except (ValueError, OSError) as e:

@@ -48,10 +48,11 @@ class Progress:
         self.mode = mode
         self.clock = clock or time.monotonic
         self.t0 = self.clock()
-        self.first = None        # (time, trials) at the first round's end: the rate excludes startup
+        self.first = None  # (time, trials) at the first round's end: the rate excludes startup
         self.trials = 0
         self.best_gflops = 0.0
         self.errors = 0
+        self.metric = "best - GFLOP/s"  # what the line says of the results so far
         self._open = False       # a bar line is on screen, not yet ended by a newline
 
     # ------------------------------------------------------------------------------------
@@ -62,10 +63,14 @@ class Progress:
     def __call__(self, result) -> None:
         """Update from a :class:`~tecomp.search.tune.TuneResult` (``trials``, ``best_gflops``,
         ``errors``)."""
-        now = self.clock()
         self.trials = int(result.trials)
         self.best_gflops = float(result.best_gflops)
         self.errors = int(sum(result.errors.values()))
+        self.metric = f"best {self.best_gflops:.2f} GFLOP/s"
+        self._show()
+
+    def _show(self) -> None:
+        now = self.clock()
         if self.first is None:
             self.first = (now, self.trials)
         line = self._line(now)
@@ -101,7 +106,7 @@ class Progress:
         now = self.clock() if now is None else now
         width = len(str(self.total))
         parts = [f"trials {self.trials:>{width}}/{self.total}",
-                 f"best {self.best_gflops:.2f} GFLOP/s",
+                 self.metric,
                  f"errors {self.errors}",
                  f"elapsed {fmt_seconds(now - self.t0)}",
                  f"ETA {fmt_seconds(self.eta(now))}"]
@@ -116,3 +121,32 @@ class Progress:
         self.stream.write("\r" + line[:max(10, cols - 1)] + "\x1b[K")
         self.stream.flush()
         self._open = True
+
+
+class NetworkProgress(Progress):
+    """:class:`Progress` of ``tc.tune_tasks``: total trials, the weighted latency of the network,
+    and the best GFLOP/s of the task tuned last."""
+
+    def __init__(self, total: int, names, stream=None, mode: str = "auto", clock=None):
+        super().__init__(total, stream, mode, clock)
+        self.names = list(names)
+        self.metric = "latency -"
+        self._alloc = [0] * len(self.names)
+
+    def __call__(self, out) -> None:
+        """Update from a :class:`~tecomp.search.scheduler.TuneTasksResult`."""
+        res = out.results
+        self.trials = int(sum(r.trials for r in res))
+        self.errors = int(sum(sum(r.errors.values()) for r in res))
+        alloc = list(out.allocation)
+        changed = [i for i, (a, b) in enumerate(zip(alloc, self._alloc)) if a != b]
+        self._alloc = alloc
+        valid = sum(1 for r in res if r.best_steps is not None)
+        lat = out.weighted_latency
+        self.metric = (f"latency {lat * 1e3:.3f} ms" if valid == len(res)
+                       else f"{valid}/{len(res)} tasks valid")
+        if changed:
+            i = changed[-1]
+            self.metric += (f"  last: task {i + 1} {self.names[i]} "
+                            f"{res[i].best_gflops:.1f} GFLOP/s")
+        self._show()
