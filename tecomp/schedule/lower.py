@@ -15,7 +15,6 @@ from ..ir.expr import (BinOpKind, Const, IterKind, Load, Reduce, TensorRead, Var
 from ..ir.loop import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope, Store, seq
 from .bounds import loop_ranges
 from .compute_steps import aligned_strides
-from .inline import expand_inline
 from .state import Annotation, ComputeLocation, State
 
 __all__ = ["lower_state", "lower_default"]
@@ -72,16 +71,29 @@ class _Lowering:
 
     # ------------------------------------------------------------------ expressions
     def convert(self, e, values: dict, ranges: dict):
-        """Inline, substitute root axes by loop expressions, and turn reads into buffer loads."""
-        e = substitute(expand_inline(self.state, e, self.by_tensor), values)
+        """Inline, substitute root axes by loop expressions, and turn reads into buffer loads, in
+        one pass (this runs for every candidate the search scores); nodes rebuilt on the way are
+        constant-folded by their constructors."""
+        by_tensor = self.by_tensor
+        done: dict = {}  # root axis -> its converted loop expression (which may load: sparse rows)
 
         def fn(x):
+            if isinstance(x, Var):
+                v = values.get(x)
+                if v is None:
+                    return None
+                if x not in done:
+                    done[x] = transform(v, fn)
+                return done[x]
             if isinstance(x, TensorRead):
-                idx = [simplify_index(transform(i, fn), ranges) for i in x.indices]
-                idx = self.shift(x.tensor, idx, ranges)
+                idx = [transform(i, fn) for i in x.indices]
+                s = by_tensor.get(id(x.tensor))
+                if s is not None and s.location is ComputeLocation.INLINE:
+                    return transform(substitute(s.op.body, dict(zip(s.op.axes, idx))), fn)
+                idx = self.shift(x.tensor, [simplify_index(i, ranges) for i in idx], ranges)
                 return Load(self.buffers[id(x.tensor)], tuple(idx))
             return None
-        return simplify(transform(e, fn))
+        return transform(e, fn)
 
     def shift(self, tensor, idx, ranges):
         """Indices into an attached stage's region buffer: minus the region's start (whose
