@@ -1,0 +1,81 @@
+"""Search efficiency of the learned cost model against the random one, over several seeds.
+
+    benchmarks/run.sh model_efficiency.py [--workload conv2d_nhwc] [--trials 512] [--seeds 0 1 2]
+
+For each seed: random-model search for ``--trials`` trials, then learned-model search (XGBoost)
+until it reaches the random search's final best (or ``--trials`` trials). Prints, per seed, the
+trials each needed and the ratio, and the mean.
+"""
+import argparse
+import os
+
+import tecomp as tc
+from tecomp.search.cost_model import RandomModel
+from tecomp.search.xgb_model import XGBModel
+from tecomp.testing import workloads as W
+
+CASES = {
+    "matmul": lambda: W.matmul(1024, 1024, 1024),
+    "conv2d_nhwc": lambda: W.conv2d(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, "NHWC", "direct"),
+    "conv2d_nchw": lambda: W.conv2d(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, "NCHW", "direct"),
+}
+
+
+def first_reaching(history, target_gflops):
+    for t, g in history:
+        if g >= target_gflops * 0.999:
+            return t
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workload", default="conv2d_nhwc", choices=list(CASES))
+    ap.add_argument("--trials", type=int, default=512)
+    ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    ap.add_argument("--logdir", default="tuning_logs/efficiency")
+    args = ap.parse_args()
+    os.makedirs(args.logdir, exist_ok=True)
+    wl = CASES[args.workload]()
+    task = tc.SearchTask(wl.dag)
+    rows = []
+    for seed in args.seeds:
+        opt = tc.TuningOptions(seed=seed, verbose=False)
+        logs = {}
+        for kind in ("random", "learned"):
+            logs[kind] = os.path.join(args.logdir, f"{args.workload}_{kind}_s{seed}.jsonl")
+            if os.path.exists(logs[kind]):
+                os.remove(logs[kind])
+        rnd = tc.tune(task, trials=args.trials, log=logs["random"], options=opt,
+                      cost_model=RandomModel(seed))
+        target = rnd.best_gflops
+
+        class Stop(Exception):
+            pass
+
+        def progress(res, target=target):
+            if res.best_gflops >= target * 0.999:
+                raise Stop
+        try:
+            lrn = tc.tune(task, trials=args.trials, log=logs["learned"], options=opt,
+                          cost_model=XGBModel(task, seed=seed), progress=progress)
+            hist = lrn.history
+        except Stop:
+            from tecomp.schedule.records import load_records
+            recs = load_records(logs["learned"])
+            best, hist = float("inf"), []
+            for n, r in enumerate(recs, 1):
+                best = min(best, r.result.mean_cost)
+                hist.append((n, task.flop_count() / best / 1e9))
+        need = first_reaching(hist, target)
+        rows.append((seed, target, need))
+        print(f"seed {seed}: random best after {args.trials} trials {target:.1f} GFLOP/s; learned "
+              f"reached it after {need if need else '>' + str(args.trials)} trials "
+              f"({(need or args.trials) / args.trials:.2f} of the budget)", flush=True)
+    fr = [(n or args.trials) / args.trials for _, _, n in rows]
+    print(f"\nmean share of the budget the learned model needed: {sum(fr) / len(fr):.2f} "
+          f"(goal <= 0.33)")
+
+
+if __name__ == "__main__":
+    main()
