@@ -65,7 +65,8 @@ def main():
         if args.only and name not in args.only:
             continue
         task = tc.SearchTask(wl.dag)
-        log = os.path.join(args.logdir, f"{name}_{args.model}.jsonl")
+        suffix = "random" if args.model == "random" else "learned"
+        log = os.path.join(args.logdir, f"{name}_{suffix}.jsonl")
         if args.reuse:
             res, history = None, _history(log, task)
         else:
