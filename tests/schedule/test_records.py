@@ -18,6 +18,7 @@ from tecomp.schedule import (STEP_KINDS, ErrorKind, MeasureResult, Record, Sched
                              best_record, load_records)
 from tecomp.schedule.records import RECORD_VERSION, measured_keys
 from tecomp.testing import workloads as W
+from tecomp.testing.step_schedules import EVERY_STEP_KIND
 
 TARGET = str(tc.Target.parse("llvm"))
 
@@ -31,54 +32,7 @@ def _rec(dag_or_key, steps, cost=1e-3, error=ErrorKind.NONE, target=TARGET, **kw
                   **kw)
 
 
-# ----------------------------------------------------------------------------- schedules
-def _matmul_loops():
-    wl = W.matmul(37, 45, 29)
-    s = Schedule(wl.dag)
-    C = wl.dag.outputs[0]
-    CC = s.cache_write(C, "local")
-    i, j = s[C].axes
-    io, ii = s[C].split(i, factor=8)
-    jo, ji = s[C].split(j, nparts=3)
-    s[C].reorder(io, jo, ii, ji)
-    f = s[C].fuse(io, jo)
-    s[C].parallel(f)
-    s[C].vectorize(ji)
-    s[CC].compute_at(s[C], f)
-    (k,) = s[CC].reduce_axes
-    k0, k1, k2 = s[CC].split(k, lengths=[2, 3])
-    s[CC].unroll(k2)
-    s[CC].pragma(k0, "auto_unroll_max_step", 16)
-    return wl, s
-
-
-def _conv_compute_locations():
-    wl = W.conv2d(1, 3, 9, 8, 4, 3, 3, 1, 1, 1, 1, "NCHW", "direct")
-    dag = wl.dag
-    s = Schedule(dag)
-    pad = dag.stage("pad").tensor
-    out = dag.outputs[0]
-    s[pad].compute_inline()
-    s[pad].compute_root()
-    s[pad].compute_at(s[out], s[out].axes[2])
-    s.cache_read(dag.inputs[1], "global", [s[out]])
-    return wl, s
-
-
-def _rfactor_and_align():
-    wl = W.matmul(5, 7, 37)
-    s = Schedule(wl.dag)
-    C = wl.dag.outputs[0]
-    (k,) = s[C].reduce_axes
-    ko, ki = s[C].split(k, factor=8)
-    rf = s.rfactor(C, ki)
-    s[rf].vectorize(s[rf].axes[-1])
-    CC = s.cache_write(C, "global")
-    s[CC].storage_align(0, 8, 1)
-    return wl, s
-
-
-SCHEDULES = [_matmul_loops, _conv_compute_locations, _rfactor_and_align]
+SCHEDULES = EVERY_STEP_KIND
 
 
 def test_record_json_round_trip_replays_every_step_kind(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 import tecomp as tc
 from tecomp.schedule import STEP_KINDS, Schedule, ScheduleError
 from tecomp.testing import workloads as W
+from tecomp.testing.step_schedules import conv_compute_locations, matmul_every_loop_step
 
 
 def _check(s: Schedule, wl, emulate=True):
@@ -32,41 +33,14 @@ def _check(s: Schedule, wl, emulate=True):
 
 
 def test_matmul_every_loop_step():
-    wl = W.matmul(37, 45, 29)
-    s = Schedule(wl.dag)
-    C = wl.dag.outputs[0]
-    CC = s.cache_write(C, "local")
-    i, j = s[C].axes
-    io, ii = s[C].split(i, factor=8)
-    jo, ji = s[C].split(j, nparts=3)
-    s[C].reorder(io, jo, ii, ji)
-    f = s[C].fuse(io, jo)
-    s[C].parallel(f)
-    s[C].vectorize(ji)
-    s[CC].compute_at(s[C], f)
-    ci, cj = s[CC].axes
-    (k,) = s[CC].reduce_axes
-    k0, k1, k2 = s[CC].split(k, lengths=[2, 3])
-    s[CC].reorder(k0, ci, k1, k2, cj)
-    s[CC].unroll(k2)
-    s[CC].vectorize(cj)
-    s[CC].pragma(k0, "auto_unroll_max_step", 16)
+    wl, s = matmul_every_loop_step()
     kinds = _check(s, wl)
     assert kinds == {"CacheWriteStep", "SplitStep", "ReorderStep", "FuseStep", "AnnotationStep",
                      "ComputeAtStep", "PragmaStep"}
 
 
 def test_conv_inline_root_and_cache_read():
-    wl = W.conv2d(1, 3, 9, 8, 4, 3, 3, 1, 1, 1, 1, "NCHW", "direct")
-    dag = wl.dag
-    s = Schedule(dag)
-    pad = dag.stage("pad").tensor
-    out = dag.outputs[0]
-    s[pad].compute_inline()
-    s[pad].compute_root()
-    s[pad].compute_at(s[out], s[out].axes[2])
-    W_ = dag.inputs[1]
-    s.cache_read(W_, "global", [s[out]])
+    wl, s = conv_compute_locations()
     kinds = _check(s, wl)
     assert {"ComputeInlineStep", "ComputeRootStep", "ComputeAtStep", "CacheReadStep"} <= kinds
 
