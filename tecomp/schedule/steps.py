@@ -118,12 +118,15 @@ def _relation(state: State, sid: int, step: Step) -> None:
 def _check_order(stage, nest: LoopNest) -> None:
     """A loop whose extent depends on other loops (sparse rows) must sit inside them."""
     bound = set()
+    # only this stage's own loops can be misplaced; other free variables are the attach point's
+    # region offsets (a stage computed at a consumer's loop), fixed outside every loop here
+    own = {it.var for it in nest.iters}
     for it in nest.iters:
         if it.const_extent is None:
             ext = substitute(it.extent, nest.root_values)
             from ..ir.expr import free_vars
             for v in free_vars(ext):
-                if v not in bound:
+                if v in own and v not in bound:
                     raise ScheduleError(f"stage '{stage.name}': loop '{it.name}' has a data-dependent "
                                         f"extent that needs loop '{v.name}' outside it")
         bound.add(it.var)
