@@ -22,7 +22,7 @@ from ..ir.loop import PrimFunc
 from .llvm_cpu import CompiledCPU, _emit
 from .llvm_jit import LOCK, compile_object as _compile_ir, ensure_init, host_cpu, load_object
 from .llvm_jit import triple_and_layout
-from .threadpool import ENTRY
+from .threadpool import DYNAMIC_ENTRY, ENTRY
 
 __all__ = ["KernelObject", "compile_object", "LoadedCPU", "load_kernel", "host_info",
            "missing_features", "unresolved", "imports_of"]
@@ -56,7 +56,7 @@ class KernelObject:
     @property
     def parallel(self) -> bool:
         """Whether the kernel runs parallel loops on the thread pool."""
-        return ENTRY in self.imports
+        return ENTRY in self.imports or DYNAMIC_ENTRY in self.imports
 
 
 def imports_of(ir_text: str) -> list:

@@ -5,6 +5,9 @@ A ``ForKind.PARALLEL`` loop ``parallel for v in [begin, begin + n): BODY`` becom
     closure = {begin, buffer pointers..., enclosing loop variables...}   ; on the kernel's stack
     tecomp_parallel_for(@K.parN, &closure, n)
 
+(``tecomp_parallel_for_dynamic(@K.parN, &closure, n, chunk)`` when the loop's ``parallel_schedule``
+pragma is :attr:`~tecomp.ir.loop.ParallelSchedule.DYNAMIC`: chunks of ``parallel_chunk`` iterations
+are claimed at run time, which balances iterations of different lengths, e.g. sparse rows)
 and two functions in the kernel's module:
 
 - ``internal void @K.parN(i64 lo, i64 hi, ptr closure)``, the entry the pool calls per chunk: it
@@ -28,12 +31,13 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..ir.expr import Expr, Load, Var, walk
-from ..ir.loop import Allocate, For, ForKind, IfThenElse, Store, stmts
+from ..ir.loop import (PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, Allocate, For, ForKind,
+                       IfThenElse, ParallelSchedule, Store, stmts)
 from .llvm_expr import I32, I64, PTR, VOID, ident, reg_type
-from .threadpool import ENTRY, MAX_THREADS, default_num_threads, loaded, runtime
+from .threadpool import DYNAMIC_ENTRY, ENTRY, MAX_THREADS, default_num_threads, loaded, runtime
 
-__all__ = ["emit_parallel", "captures", "set_num_threads", "get_num_threads", "default_num_threads",
-           "set_spin_time", "shutdown", "stats", "ENTRY"]
+__all__ = ["emit_parallel", "parallel_schedule", "captures", "set_num_threads", "get_num_threads", "default_num_threads",
+           "set_spin_time", "shutdown", "stats", "ENTRY", "DYNAMIC_ENTRY"]
 
 
 # ----------------------------------------------------------------------------- the pool's settings
@@ -140,6 +144,31 @@ def captures(em, s: For) -> tuple:
     return cap_bufs, cap_vars
 
 
+def parallel_schedule(s: For) -> tuple:
+    """``(ParallelSchedule, chunk)`` of the parallel loop ``s`` from its pragmas (STATIC and 0 when
+    it has none; a DYNAMIC loop without ``parallel_chunk`` uses chunks of 1).
+
+    Raises
+    ------
+    ValueError
+        A ``parallel_schedule`` value that is no :class:`ParallelSchedule`, or a chunk below 1.
+    """
+    prag = dict(s.pragmas)
+    raw = prag.get(PRAGMA_PARALLEL_SCHEDULE, ParallelSchedule.STATIC)
+    try:
+        mode = ParallelSchedule(raw)
+    except ValueError:
+        raise ValueError(f"parallel loop '{s.var.name}': pragma {PRAGMA_PARALLEL_SCHEDULE}={raw!r} "
+                         f"is not a ParallelSchedule") from None
+    if mode is ParallelSchedule.STATIC:
+        return mode, 0
+    chunk = int(prag.get(PRAGMA_PARALLEL_CHUNK, 1))
+    if chunk < 1:
+        raise ValueError(f"parallel loop '{s.var.name}': pragma {PRAGMA_PARALLEL_CHUNK}={chunk} "
+                         f"must be >= 1")
+    return mode, chunk
+
+
 def emit_parallel(em, s: For) -> None:
     """Emit the parallel loop ``s`` at the position of ``em``: outline its body and call the pool's
     ``tecomp_parallel_for``; inside an outlined body, emit a serial loop.
@@ -168,7 +197,11 @@ def emit_parallel(em, s: For) -> None:
     for k, f in enumerate(fields):
         b.store(f, b.gep(closure, [I32(0), I32(k)], inbounds=True, source_etype=ctype))
     entry = _outline(em, s, ctype, cap_bufs, cap_vars)
-    b.call(em.declare(ENTRY, VOID, [PTR, PTR, I64]), [entry, closure, n])
+    mode, chunk = parallel_schedule(s)
+    if mode is ParallelSchedule.DYNAMIC:
+        b.call(em.declare(DYNAMIC_ENTRY, VOID, [PTR, PTR, I64, I64]), [entry, closure, n, I64(chunk)])
+    else:
+        b.call(em.declare(ENTRY, VOID, [PTR, PTR, I64]), [entry, closure, n])
     em.cache = {}  # the body may have written memory that later expressions read
 
 

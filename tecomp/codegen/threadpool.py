@@ -7,6 +7,12 @@ a process symbol (``llvm.add_symbol``), so kernel modules simply declare and cal
 runs the first chunk itself and returns when every chunk is done; ``body(begin, end, closure)`` runs
 one chunk.
 
+The balanced entry ``void tecomp_parallel_for_dynamic(ptr body, ptr closure, i64 n, i64 chunk)``
+hands out ``chunk`` iterations at a time from a shared atomic counter instead: a thread that got
+short iterations (empty sparse rows) takes the next chunk while another still runs a long one (a
+dense row), which equal static chunks cannot do. Both entries share the launch code; the static
+path only gains one well-predicted branch per worker wake-up.
+
 Design:
 
 - Workers are native threads (``pthread_create`` from the JIT code, started lazily by the first
@@ -39,17 +45,19 @@ import llvmlite.binding as llvm
 
 from .llvm_jit import LOCK, compile_object, jit, load_object, triple_and_layout
 
-__all__ = ["ENTRY", "MAX_THREADS", "SPIN_SECONDS", "SYMBOLS", "runtime", "loaded", "object_code",
+__all__ = ["ENTRY", "DYNAMIC_ENTRY", "MAX_THREADS", "SPIN_SECONDS", "SYMBOLS", "runtime", "loaded", "object_code",
            "default_num_threads"]
 
 #: the symbol kernels call
 ENTRY = "tecomp_parallel_for"
+#: the symbol kernels call for a loop with dynamic (balanced) chunking
+DYNAMIC_ENTRY = "tecomp_parallel_for_dynamic"
 #: most threads a launch uses (the caller included)
 MAX_THREADS = 256
 #: how long a waiting worker (or launcher) spins before it sleeps on a futex
 SPIN_SECONDS = 1e-3
 #: the functions the runtime defines (the entry, and the pool's controls)
-SYMBOLS = (ENTRY, "tecomp_pool_set", "tecomp_pool_stats", "tecomp_pool_shutdown",
+SYMBOLS = (ENTRY, DYNAMIC_ENTRY, "tecomp_pool_set", "tecomp_pool_stats", "tecomp_pool_shutdown",
            "tecomp_pool_after_fork")
 #: optimization level the runtime is compiled at
 _OPT = 2
@@ -73,6 +81,8 @@ _IR = r"""
 @rt_job_cl = internal global ptr null, align 8
 @rt_job_n = internal global i64 0, align 8
 @rt_job_c = internal global i64 0, align 8
+@rt_job_chunk = internal global i64 0, align 8 ; 0: static chunks, else the dynamic chunk size
+@rt_job_next = internal global i64 0, align 64 ; dynamic: the next unclaimed iteration
 @rt_remaining = internal global i32 0, align 64
 @rt_caller_sleeping = internal global i32 0, align 64
 
@@ -159,6 +169,37 @@ define internal void @rt_run_chunk(ptr %fn, ptr %cl, i64 %n, i64 %c, i64 %w) {{
   ret void
 }}
 
+; dynamic chunks: claim [b, b + chunk) from rt_job_next until the range is used up
+define internal void @rt_run_dynamic(ptr %fn, ptr %cl, i64 %n, i64 %chunk) {{
+entry:
+  br label %claim
+claim:
+  %b = atomicrmw add ptr @rt_job_next, i64 %chunk monotonic
+  %more = icmp slt i64 %b, %n
+  br i1 %more, label %run, label %done
+run:
+  %e0 = add i64 %b, %chunk
+  %over = icmp sgt i64 %e0, %n
+  %e = select i1 %over, i64 %n, i64 %e0
+  call void %fn(i64 %b, i64 %e, ptr %cl)
+  br label %claim
+done:
+  ret void
+}}
+
+; this thread's share of the posted job: static chunk w of c, or dynamic chunks
+define internal void @rt_run_share(ptr %fn, ptr %cl, i64 %n, i64 %c, i64 %w, i64 %chunk) {{
+entry:
+  %static = icmp eq i64 %chunk, 0
+  br i1 %static, label %st, label %dyn
+st:
+  call void @rt_run_chunk(ptr %fn, ptr %cl, i64 %n, i64 %c, i64 %w)
+  ret void
+dyn:
+  call void @rt_run_dynamic(ptr %fn, ptr %cl, i64 %n, i64 %chunk)
+  ret void
+}}
+
 define internal ptr @rt_worker(ptr %arg) {{
 entry:
   %w = ptrtoint ptr %arg to i64
@@ -177,7 +218,8 @@ work:
   %cl = load ptr, ptr @rt_job_cl, align 8
   %n = load i64, ptr @rt_job_n, align 8
   %c = load i64, ptr @rt_job_c, align 8
-  call void @rt_run_chunk(ptr %fn, ptr %cl, i64 %n, i64 %c, i64 %w)
+  %ch = load i64, ptr @rt_job_chunk, align 8
+  call void @rt_run_share(ptr %fn, ptr %cl, i64 %n, i64 %c, i64 %w, i64 %ch)
   %cd = atomicrmw add ptr @rt_chunks_done, i64 1 monotonic
   %r = atomicrmw sub ptr @rt_remaining, i32 1 seq_cst
   %last = icmp eq i32 %r, 1
@@ -226,14 +268,30 @@ out:
 }}
 
 define void @{ENTRY}(ptr %fn, ptr %cl, i64 %n) {{
+  call void @rt_launch(ptr %fn, ptr %cl, i64 %n, i64 0, i64 %n)
+  ret void
+}}
+
+define void @{DYNAMIC_ENTRY}(ptr %fn, ptr %cl, i64 %n, i64 %chunk0) {{
+  %bad = icmp slt i64 %chunk0, 1
+  %chunk = select i1 %bad, i64 1, i64 %chunk0
+  %c1 = add i64 %n, %chunk
+  %c2 = sub i64 %c1, 1
+  %nchunks = sdiv i64 %c2, %chunk
+  call void @rt_launch(ptr %fn, ptr %cl, i64 %n, i64 %chunk, i64 %nchunks)
+  ret void
+}}
+
+; run [0, n) on up to min(threads, nchunks) threads; chunk 0: static chunks, else dynamic
+define internal void @rt_launch(ptr %fn, ptr %cl, i64 %n, i64 %chunk, i64 %nchunks) alwaysinline {{
 entry:
   %pos = icmp sgt i64 %n, 0
   br i1 %pos, label %check, label %ret
 check:
   %a32 = load atomic i32, ptr @rt_active monotonic, align 4
   %a = sext i32 %a32 to i64
-  %small = icmp slt i64 %n, %a
-  %c0 = select i1 %small, i64 %n, i64 %a
+  %small = icmp slt i64 %nchunks, %a
+  %c0 = select i1 %small, i64 %nchunks, i64 %a
   %one = icmp sle i64 %c0, 1
   br i1 %one, label %serial, label %lock
 lock:
@@ -256,6 +314,8 @@ post:
   store ptr %cl, ptr @rt_job_cl, align 8
   store i64 %n, ptr @rt_job_n, align 8
   store i64 %c, ptr @rt_job_c, align 8
+  store i64 %chunk, ptr @rt_job_chunk, align 8
+  store atomic i64 0, ptr @rt_job_next monotonic, align 8 ; published to the workers by the seq_cst go bumps
   %cm1 = sub i64 %c, 1
   %cm1w = trunc i64 %cm1 to i32
   store atomic i32 %cm1w, ptr @rt_remaining seq_cst, align 4
@@ -278,7 +338,7 @@ bumped:
   %more = icmp slt i64 %w1, %c
   br i1 %more, label %bump, label %own
 own:
-  call void @rt_run_chunk(ptr %fn, ptr %cl, i64 %n, i64 %c, i64 0)
+  call void @rt_run_share(ptr %fn, ptr %cl, i64 %n, i64 %c, i64 0, i64 %chunk)
   br label %wait
 wait:
   %rem = load atomic i32, ptr @rt_remaining acquire, align 4
@@ -372,7 +432,8 @@ def _source() -> str:
     sys_futex, pause = _ARCH[machine]
     triple, layout = triple_and_layout()
     return (f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'
-            + _IR.format(MAXT=MAX_THREADS, SYS_FUTEX=sys_futex, PAUSE=pause, ENTRY=ENTRY))
+            + _IR.format(MAXT=MAX_THREADS, SYS_FUTEX=sys_futex, PAUSE=pause, ENTRY=ENTRY,
+                         DYNAMIC_ENTRY=DYNAMIC_ENTRY))
 
 
 _OBJECT: bytes | None = None
@@ -397,9 +458,11 @@ class _Runtime:
     def __init__(self, obj: bytes | None = None):
         if obj is None:
             _, self.engine, self.address = jit(_source(), ENTRY, _OPT)
+            self.dynamic_address = self.engine.get_function_address(DYNAMIC_ENTRY)
         else:
             self.engine, addrs = load_object(obj, SYMBOLS)
             self.address = addrs[ENTRY]
+            self.dynamic_address = addrs[DYNAMIC_ENTRY]
         self.from_object = obj is not None
         fn = self.engine.get_function_address
         self.set = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int64)(fn("tecomp_pool_set"))
@@ -454,6 +517,7 @@ def runtime(obj: bytes | None = None) -> _Runtime:
                                           f"{platform.machine()!r}")
             rt = _Runtime(obj)
             llvm.add_symbol(ENTRY, rt.address)
+            llvm.add_symbol(DYNAMIC_ENTRY, rt.dynamic_address)
             atexit.register(_at_exit)
             if hasattr(os, "register_at_fork"):
                 os.register_at_fork(after_in_child=_after_fork)

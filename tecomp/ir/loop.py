@@ -12,7 +12,8 @@ from typing import Iterator
 from .dtype import DType
 from .expr import Expr, Load, Var, free_vars, walk
 
-__all__ = ["ForKind", "ThreadAxis", "Scope", "Buffer", "Stmt", "For", "Store", "Allocate", "Seq",
+__all__ = ["ForKind", "ParallelSchedule", "PRAGMA_PARALLEL_SCHEDULE", "PRAGMA_PARALLEL_CHUNK",
+           "ThreadAxis", "Scope", "Buffer", "Stmt", "For", "Store", "Allocate", "Seq",
            "IfThenElse", "Barrier", "PrimFunc", "seq", "stmts", "verify", "LoopIRError"]
 
 
@@ -22,6 +23,22 @@ class ForKind(enum.Enum):
     VECTORIZED = "vectorized"
     UNROLLED = "unrolled"
     THREAD_BOUND = "bound"
+
+
+class ParallelSchedule(enum.IntEnum):
+    """How a parallel loop's iterations are divided among threads: the value of its
+    ``parallel_schedule`` pragma (:data:`PRAGMA_PARALLEL_SCHEDULE`; no pragma means STATIC)."""
+    #: equal contiguous chunks, one per thread (cheapest launch; balanced when iterations are)
+    STATIC = 0
+    #: chunks of ``parallel_chunk`` iterations claimed at run time from a shared counter, so that
+    #: threads whose iterations are short (empty sparse rows) take over more of them
+    DYNAMIC = 1
+
+
+#: pragma naming a parallel loop's :class:`ParallelSchedule`
+PRAGMA_PARALLEL_SCHEDULE = "parallel_schedule"
+#: pragma giving a DYNAMIC parallel loop's chunk size in iterations (default 1)
+PRAGMA_PARALLEL_CHUNK = "parallel_chunk"
 
 
 class ThreadAxis(enum.Enum):

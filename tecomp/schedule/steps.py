@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from ..ir import dtype as dt
 from ..ir.expr import BinOpKind, Const, IterKind, Var, binary, simplify, substitute
+from ..ir.loop import PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, ParallelSchedule
 from .state import Annotation, ComputeLocation, Iter, LoopNest, ScheduleError, State
 
 __all__ = ["Step", "SplitStep", "FuseStep", "ReorderStep", "AnnotationStep", "PragmaStep",
@@ -338,13 +339,19 @@ class PragmaStep(Step):
     pragma: str
     value: int
 
-    PRAGMAS: ClassVar[tuple] = ("auto_unroll_max_step",)
+    PRAGMAS: ClassVar[tuple] = ("auto_unroll_max_step", PRAGMA_PARALLEL_SCHEDULE,
+                                PRAGMA_PARALLEL_CHUNK)
 
     def apply(self, state):
         s = _stage(state, self.stage_id, "pragma")
         _iter(s, self.iter_id, "pragma")
         if self.pragma not in self.PRAGMAS:
             raise ScheduleError(f"unknown pragma {self.pragma!r}; known: {list(self.PRAGMAS)}")
+        if self.pragma == PRAGMA_PARALLEL_SCHEDULE and self.value not in set(ParallelSchedule):
+            raise ScheduleError(f"pragma {self.pragma!r}: {self.value!r} is not a ParallelSchedule "
+                                f"({', '.join(f'{m.name}={m.value}' for m in ParallelSchedule)})")
+        if self.pragma == PRAGMA_PARALLEL_CHUNK and self.value < 1:
+            raise ScheduleError(f"pragma {self.pragma!r}: the chunk must be >= 1, got {self.value}")
         _relation(state, self.stage_id, self)
 
     def replay(self, stage, nest):

@@ -1,0 +1,126 @@
+"""Balanced parallel loops: the ``parallel_schedule`` pragma (ParallelSchedule.DYNAMIC) makes the
+thread pool hand out chunks from a shared counter; every iteration runs exactly once and the results
+equal the static (equal chunks) launch's and the serial loop's."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import tecomp as tc
+from tecomp.codegen import parallel as P
+from tecomp.codegen.llvm_cpu import compile_cpu
+from tecomp.ir import dtype as dt
+from tecomp.ir.expr import Const, Load, Var
+from tecomp.ir.loop import (PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, Buffer, For, ForKind,
+                            ParallelSchedule, PrimFunc, Store)
+from tecomp.testing import workloads as W
+
+RNG = np.random.default_rng(11)
+DYN = ((PRAGMA_PARALLEL_SCHEDULE, ParallelSchedule.DYNAMIC),)
+
+
+def c64(v):
+    return Const(v, dt.INDEX)
+
+
+@pytest.fixture(params=[1, 2, 3], ids=lambda n: f"{n}thr")
+def threads(request):
+    old = P.get_num_threads()
+    P.set_num_threads(request.param)
+    yield request.param
+    P.set_num_threads(old)
+
+
+def _counting_kernel(n, pragmas, begin=0):
+    """``B[i] = B[i] + A[i] * 2`` over ``[begin, begin + n)``: an iteration run twice or never shows."""
+    size = max(begin + n, 1)
+    A, B = Buffer("A", (size,), dt.float32), Buffer("B", (size,), dt.float32)
+    i = Var("i")
+    body = Store(B, (i,), Load(B, (i,)) + Load(A, (i,)) * 2.0)
+    return compile_cpu(PrimFunc("cnt", [A, B], For(i, c64(begin), c64(n), ForKind.PARALLEL, body,
+                                                    pragmas=pragmas))), size
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 1000, 4099])
+@pytest.mark.parametrize("chunk", [1, 3, 64, 5000])
+def test_dynamic_runs_every_iteration_once(threads, n, chunk):
+    k, size = _counting_kernel(n, DYN + ((PRAGMA_PARALLEL_CHUNK, chunk),), begin=3)
+    assert f'@"{P.DYNAMIC_ENTRY}"' in k.source_unoptimized
+    assert f'@"{P.ENTRY}"(' not in k.source_unoptimized
+    a = RNG.standard_normal(size).astype(np.float32)
+    b = RNG.standard_normal(size).astype(np.float32)
+    ref = b.copy()
+    ref[3:3 + n] += a[3:3 + n] * np.float32(2)
+    k.run([a, b])
+    np.testing.assert_array_equal(b, ref)
+
+
+def test_static_and_dynamic_launches_interleave():
+    """The dynamic counter is reset per launch; static launches in between are unaffected."""
+    old = P.get_num_threads()
+    try:
+        P.set_num_threads(2)
+        n = 1 << 14
+        kd, _ = _counting_kernel(n, DYN + ((PRAGMA_PARALLEL_CHUNK, 7),))
+        ks, _ = _counting_kernel(n, ())
+        a = RNG.standard_normal(n).astype(np.float32)
+        b = np.zeros(n, np.float32)
+        for _ in range(20):
+            kd.run([a, b])
+            ks.run([a, b])
+        np.testing.assert_allclose(b, 40 * 2 * a, rtol=1e-5)
+        before = P.stats()["worker_chunks"]
+        kd.run([a, b])
+        assert P.stats()["worker_chunks"] == before + 1  # the worker took part in the launch
+    finally:
+        P.set_num_threads(old)
+
+
+def _spmm_schedule(wl, mode, chunk=None):
+    s = tc.Schedule(wl.dag)
+    out = wl.dag.outputs[0]
+    i = s[out].loops[0]
+    s[out].parallel(i)
+    if mode is not None:
+        s[out].pragma(i, PRAGMA_PARALLEL_SCHEDULE, mode)
+    if chunk is not None:
+        s[out].pragma(i, PRAGMA_PARALLEL_CHUNK, chunk)
+    return s
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 4, 16])
+def test_csr_rows_dynamic_equals_static_and_scipy(threads, chunk):
+    """Rows of very different lengths (empty rows, a dense row): the balanced launch gives the
+    static launch's result bit for bit, and scipy's."""
+    wl = W.csr_spmm(97, 60, 17, density=0.15, empty_rows=20, dense_row=True, seed=3)
+    ins = wl.make_inputs(np.random.default_rng(5))
+    static = tc.build(wl.dag, "llvm", schedule=_spmm_schedule(wl, None))
+    dyn = tc.build(wl.dag, "llvm", schedule=_spmm_schedule(wl, ParallelSchedule.DYNAMIC, chunk))
+    assert P.DYNAMIC_ENTRY in dyn.source()
+    got = dyn(*ins)
+    np.testing.assert_array_equal(got, static(*ins))
+    data, indices, indptr, dense = ins
+    ref = sp.csr_matrix((data, indices, indptr), shape=(97, 60)) @ dense
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_static_pragma_is_the_default_launch():
+    wl = W.csr_spmm(16, 16, 8, density=0.3)
+    k = tc.build(wl.dag, "llvm", schedule=_spmm_schedule(wl, ParallelSchedule.STATIC))
+    assert P.DYNAMIC_ENTRY not in k.source()
+    ins = wl.make_inputs(np.random.default_rng(1))
+    np.testing.assert_allclose(k(*ins), wl.reference(ins)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_pragma_values_are_checked():
+    wl = W.csr_spmm(16, 16, 8, density=0.3)
+    s = tc.Schedule(wl.dag)
+    out = wl.dag.outputs[0]
+    i = s[out].loops[0]
+    with pytest.raises(tc.ScheduleError, match="not a ParallelSchedule"):
+        s[out].pragma(i, PRAGMA_PARALLEL_SCHEDULE, 7)
+    with pytest.raises(tc.ScheduleError, match="chunk must be >= 1"):
+        s[out].pragma(i, PRAGMA_PARALLEL_CHUNK, 0)
+    with pytest.raises(ValueError, match="not a ParallelSchedule"):
+        P.parallel_schedule(For(Var("i"), c64(0), c64(4), ForKind.PARALLEL,
+                                Store(Buffer("B", (4,), dt.float32), (c64(0),), Const(1.0, dt.float32)),
+                                pragmas=((PRAGMA_PARALLEL_SCHEDULE, 9),)))
