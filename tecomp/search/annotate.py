@@ -23,6 +23,7 @@ from ..schedule.compute_steps import ComputeAtStep, ComputeInlineStep
 from ..schedule.inline import effective_readers
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
 from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep
+from ..target import TargetKind
 from . import analysis as an
 from .sketch import Sketch, TileHole
 
@@ -99,7 +100,11 @@ def _valid_tile(v, hole: TileHole) -> bool:
 
 def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> Candidate | None:
     """The candidate of ``sketch`` under ``decisions`` (missing ones sampled with ``rng`` and
-    written back); None when the result is not a legal schedule."""
+    written back); None when the result is not a legal schedule. GPU tasks go to
+    :func:`tecomp.search.gpu_annotate.materialize_gpu`."""
+    if task.target.kind is TargetKind.CUDA:
+        from .gpu_annotate import materialize_gpu  # imports this module
+        return materialize_gpu(task, sketch_id, sketch, decisions, rng)
     d = {k: dict(decisions.get(k, {})) for k in ("tile", "loc", "par", "vec", "unroll")}
     tiles = {}
     for idx, h in sketch.holes.items():
@@ -221,14 +226,15 @@ def _vectorize(state, steps, table, rng) -> None:
             _apply(state, steps, AnnotationStep(sid, first, Annotation.VECTORIZE))
 
 
-def _unroll(state, steps, table, rng) -> None:
-    """``auto_unroll_max_step`` on the outermost loop of every stage with a reduction."""
+def _unroll(state, steps, table, rng, choices=UNROLL_CHOICES) -> None:
+    """``auto_unroll_max_step`` (one of ``choices``) on the outermost loop of every stage with a
+    reduction."""
     for sid, s in enumerate(state.stages):
         if s.is_placeholder or s.location is ComputeLocation.INLINE or not s.op.reduce_axes:
             continue
         v = table.get(s.name)
-        if v not in UNROLL_CHOICES:
-            v = int(rng.choice(UNROLL_CHOICES))
+        if v not in choices:
+            v = int(rng.choice(choices))
         table[s.name] = v
         if v and s.iters:
             _apply(state, steps, PragmaStep(sid, 0, "auto_unroll_max_step", v))

@@ -55,11 +55,11 @@ class Sketch:
         out = list(self.steps)
         for idx, h in self.holes.items():
             st = out[idx]
-            if isinstance(h, TileHole):
-                lengths = tuple(tiles[idx])
-            else:
+            if isinstance(h, FollowHole):
                 src = tiles[h.src]
                 lengths = tuple(_prod(src[a:b]) for a, b in h.groups)
+            else:  # a TileHole, or another kind whose lengths the annotation put in ``tiles``
+                lengths = tuple(tiles[idx])
             out[idx] = SplitStep(st.stage_id, st.iter_id, lengths, st.inner_to_outer)
         return out
 
@@ -303,8 +303,12 @@ CPU_RULES = [AlwaysInline(), AddRfactor(), AddCacheWrite(), MultiLevelTilingWith
 
 
 def generate_sketches(task, rules=None, max_sketches: int = 64) -> list:
-    """All sketches of ``task.dag`` under ``rules`` (default: :data:`CPU_RULES`)."""
-    rules = CPU_RULES if rules is None else rules
+    """All sketches of ``task.dag`` under ``rules`` (default: :data:`CPU_RULES`, or
+    :data:`~tecomp.search.gpu_sketch.GPU_RULES` for a ``cuda`` target)."""
+    if rules is None:
+        from ..target import TargetKind
+        from .gpu_sketch import GPU_RULES  # imports this module
+        rules = GPU_RULES if task.target.kind is TargetKind.CUDA else CPU_RULES
     start = _Partial(State(task.dag), Sketch("", []))
     queue = [(start, len(start.state.stages) - 1)]
     done = []

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.dag import ComputeDAG
-from ..target import Target
+from ..target import Target, TargetKind
 
 __all__ = ["SearchTask", "HardwareParams", "TuningOptions"]
 
@@ -19,9 +19,19 @@ class HardwareParams:
     num_cores: int
     vector_bytes: int = 64
     cache_line_bytes: int = 64
+    # GPU limits (used for target "cuda"): per block threads, static shared memory and 32-bit
+    # registers, threads per warp, and the largest vthread extent a candidate may have
+    max_threads_per_block: int = 1024
+    max_shared_bytes: int = 48 * 1024
+    max_registers_per_block: int = 65536
+    max_registers_per_thread: int = 255
+    warp_size: int = 32
+    max_vthread: int = 8
 
     @staticmethod
     def for_target(target: Target) -> "HardwareParams":
+        if target.kind is TargetKind.CUDA:  # sm_70 .. sm_90 share these limits
+            return HardwareParams(num_cores=132, vector_bytes=16, cache_line_bytes=128)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         feats = target.features or ""
         vec = 64 if "+avx512f" in feats else 32 if "+avx2" in feats or "+avx" in feats else 16
