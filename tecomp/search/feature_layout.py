@@ -32,6 +32,10 @@ offset   len   group
                effective innermost loop: its extent, the straight-line body it contains (product
                of the unrolled extents), whether it is vectorizable (stride-1 store, all
                accesses of stride 0 or 1)
+186      7     GPU (zero for CPU programs): threads per block and blocks (products of the
+               threadIdx / blockIdx extents around the store), vthreads, shared and local bytes
+               allocated in the store's kernel, whether the store writes shared memory, and for
+               such a store (a cooperative fetch) its vector length (1: not vectorized)
 =======  ====  ===============================================================================
 
 The *effective innermost loop* is described in :mod:`tecomp.search.features`.
@@ -42,7 +46,8 @@ from ..ir.expr import BinOp, BinOpKind, Cast, Select, UnOp, UnOpKind
 from ..ir.loop import ForKind
 
 __all__ = ["FEATURE_LEN", "FEATURE_NAMES", "MAX_BUFS", "AI_SAMPLES", "NBUF", "O_ANN", "O_GPU",
-           "O_BUF", "O_AI", "O_ALLOC", "O_OUT", "O_EXTRA", "ANN_SLOT", "THREAD_SLOT", "BIN_SLOT",
+           "O_BUF", "O_AI", "O_ALLOC", "O_OUT", "O_EXTRA", "O_GPU2",
+           "ANN_SLOT", "THREAD_SLOT", "BIN_SLOT",
            "op_slot"]
 
 #: buffers described per row (the ones touching the most cache lines)
@@ -67,7 +72,9 @@ FEATURE_NAMES = tuple(
     + ["alloc_bytes", "alloc_bytes_x_outer", "alloc_outer", "alloc_inner"]
     + ["outer_prod", "num_loops", "auto_unroll"]
     + ["num_guards", "num_data_loops", "guard_pass", "par_imbalance", "eff_inner_len",
-       "eff_unrolled_body", "eff_vectorizable"])
+       "eff_unrolled_body", "eff_vectorizable"]
+    + ["gpu_threads", "gpu_blocks", "gpu_vthreads", "gpu_shared_bytes", "gpu_local_bytes",
+       "gpu_store_shared", "gpu_coop_vec"])
 #: Floats per store row (see the module docstring for the layout).
 FEATURE_LEN = len(FEATURE_NAMES)
 #: floats per buffer
@@ -76,7 +83,9 @@ NBUF = len(_BUF)
 O_ANN, O_GPU, O_BUF = 16, 49, 57
 O_AI = O_BUF + MAX_BUFS * NBUF
 O_ALLOC, O_OUT, O_EXTRA = O_AI + AI_SAMPLES, O_AI + AI_SAMPLES + 4, O_AI + AI_SAMPLES + 7
-assert FEATURE_LEN == O_EXTRA + 7 == 186
+#: GPU kernel figures, appended (CPU rows hold zeros there)
+O_GPU2 = O_EXTRA + 7
+assert FEATURE_LEN == O_GPU2 + 7 == 193
 
 #: loop kind -> its block of 11 in the annotation group
 ANN_SLOT = {ForKind.VECTORIZED: 0, ForKind.UNROLLED: 1, ForKind.PARALLEL: 2}

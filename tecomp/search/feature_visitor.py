@@ -12,7 +12,10 @@ from ..ir.evaluate import eval_np
 from ..ir.expr import BinOp, BinOpKind, Cast, Const, Load, UnOpKind, Var, unary, walk
 from ..ir.loop import Allocate, For, ForKind, IfThenElse, Scope, Seq, Store
 from .feature_layout import (AI_SAMPLES, ANN_SLOT, BIN_SLOT, FEATURE_LEN, MAX_BUFS, NBUF, O_AI,
-                             O_ALLOC, O_ANN, O_BUF, O_EXTRA, O_GPU, O_OUT, THREAD_SLOT, op_slot)
+                             O_ALLOC, O_ANN, O_BUF, O_EXTRA, O_GPU, O_GPU2, O_OUT, THREAD_SLOT,
+                             op_slot)
+
+from .feature_gpu import gpu_figures
 
 if TYPE_CHECKING:
     from .features import TaskInfo
@@ -48,6 +51,7 @@ class FuncFeatures:
         self.store_bufs: dict = {}  # buffer -> number of stores that access it
         self.scanned: dict = {}  # id(store) -> (compute counts per iteration, loads)
         self.rows: list = []
+        self.kernels: dict = {}  # id(kernel's outermost bound loop) -> (shared, local bytes)
         self.rng = np.random.default_rng(0)
 
     # ------------------------------------------------------------------ traversal
@@ -237,6 +241,8 @@ class FuncFeatures:
         imbalance = math.ceil(par / cores) * cores / par - 1.0 if par >= 1 else cores - 1.0
         row[O_EXTRA:O_EXTRA + 7] = [len(guards), sum(1 for x in loops if x[3]), frac, imbalance,
                                       exts[eff] if eff is not None else 0.0, body, vectorizable]
+        if row[O_GPU]:
+            row[O_GPU2:O_GPU2 + 7] = gpu_figures(st, loops, self.kernels)
         self.rows.append(row)
 
     def annotations(self, row, loops, stored_vars):

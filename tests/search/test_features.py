@@ -41,7 +41,7 @@ def _candidates(task, per_sketch=3, seed=0):
 
 
 def test_layout_is_documented():
-    assert F.FEATURE_LEN == len(F.FEATURE_NAMES) == 186
+    assert F.FEATURE_LEN == len(F.FEATURE_NAMES) == 193
     assert len(set(F.FEATURE_NAMES)) == F.FEATURE_LEN
 
 
