@@ -225,6 +225,7 @@ class LocalMeasurer:
         self._refs: dict = {}       # task id -> reference .npz path, or None
         self._keys = itertools.count()
         self._closed = False
+        self._gpu_ok: set = set()  # cuda targets checked measurable here
         for s in self._slots:
             s.start()
 
@@ -237,6 +238,11 @@ class LocalMeasurer:
         if not inputs:
             return []
         try:
+            cuda = {i.task.target for i in inputs if i.task.target.kind is TargetKind.CUDA}
+            if cuda - self._gpu_ok:  # fail in one line, before any worker gets the task
+                from .measure_cuda import require_gpu
+                require_gpu(cuda)
+                self._gpu_ok |= cuda
             return self._measure(inputs)
         except BaseException:
             # workers may be mid-request: replace them all so the next call starts clean
@@ -279,11 +285,7 @@ class LocalMeasurer:
                     path = os.path.join(self._tmpdir, f"ref{tid}.npz")
                     jobs.append(_Job("ref", tid, tid, ("ref", tid, path), self.reference_timeout))
         for i, (inp, tid) in enumerate(zip(inputs, tids)):
-            if self._tasks[tid].target.kind is not TargetKind.LLVM:
-                results[i] = MeasureResult(error=ErrorKind.BUILD_ERROR, error_msg=(
-                    f"LocalMeasurer runs on this CPU; cannot measure target {inp.task.target}"))
-                continue
-            jobs.append(self._build_job(i, tid, inp.steps))
+            jobs.append(self._build_job(i, tid, inp.steps))  # cuda runs: see measure_cuda
         for job, outcome in self._execute(jobs):
             self._finish(job, outcome, results, built)
         # runs, one at a time (and rebuilds of kernels whose worker was replaced meanwhile);

@@ -42,6 +42,8 @@ from ..build import build
 from ..ir.loop import LoopIRError
 from ..ir.validate import IndexValidator
 from ..schedule import Schedule, ScheduleError
+from ..target import TargetKind
+from . import measure_cuda
 
 __all__ = ["MeasureFailure", "build_candidate", "task_arrays", "run_candidate", "compare",
            "flush_bytes", "main"]
@@ -276,6 +278,7 @@ class _Worker:
         self.tasks = {}
         self.data = collections.OrderedDict()  # tid -> [inputs, outputs, reference path, reference]
         self.kernels = {}
+        self.gpu_data = collections.OrderedDict()  # tid -> measure_cuda.DeviceData (cuda tasks)
 
     def _data(self, tid):
         d = self.data.get(tid)
@@ -285,6 +288,19 @@ class _Worker:
                 self.data.popitem(last=False)
         self.data.move_to_end(tid)
         return d
+
+    def _device(self, tid, d):
+        """The task's arrays on the GPU (copies of the host ones ``d``, uploaded once)."""
+        g = self.gpu_data.get(tid)
+        if g is None:
+            try:
+                g = self.gpu_data[tid] = measure_cuda.DeviceData(d[0], d[1])
+            except Exception:  # noqa: BLE001 - e.g. no GPU in this worker after all
+                raise MeasureFailure("RUN_ERROR", _tb()) from None
+            while len(self.gpu_data) > _KEEP_TASKS:
+                self.gpu_data.popitem(last=False)
+        self.gpu_data.move_to_end(tid)
+        return g
 
     def _hook(self, steps):
         if self.prepare is None:
@@ -316,6 +332,11 @@ class _Worker:
                 d[2] = ref_path
             names = [t.name for t in self.tasks[tid].dag.outputs]
             o = self.opts
+            if self.tasks[tid].target.kind is TargetKind.CUDA:
+                return ("ran", measure_cuda.run_candidate_cuda(
+                    kernel, self._device(tid, d), ref if ref_path else None, repeat=o["repeat"],
+                    min_repeat_ms=o["min_repeat_ms"], names=names, cutoff=cutoff,
+                    compare=compare, failure=MeasureFailure))
             costs = run_candidate(kernel, inputs, outputs, ref if ref_path else None,
                                   repeat=o["repeat"], min_repeat_ms=o["min_repeat_ms"],
                                   flush_cache=o["flush_cache"], flush_size=o["flush_bytes"],
@@ -328,12 +349,15 @@ class _Worker:
                 kernel = _build(task, None)
             except Exception:  # noqa: BLE001
                 raise MeasureFailure("BUILD_ERROR", _tb()) from None
-            inputs, outputs, _, _ = self._data(tid)
-            _poison(outputs)
-            try:
-                kernel._compiled.run(inputs + outputs)
-            except Exception:  # noqa: BLE001
-                raise MeasureFailure("RUN_ERROR", _tb()) from None
+            inputs, outputs, _, _ = d = self._data(tid)
+            if task.target.kind is TargetKind.CUDA:
+                outputs = measure_cuda.reference_cuda(kernel, self._device(tid, d), MeasureFailure)
+            else:
+                _poison(outputs)
+                try:
+                    kernel._compiled.run(inputs + outputs)
+                except Exception:  # noqa: BLE001
+                    raise MeasureFailure("RUN_ERROR", _tb()) from None
             tmp = path + ".tmp.npz"
             np.savez(tmp, *outputs)
             os.replace(tmp, path)
