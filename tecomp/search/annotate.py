@@ -7,6 +7,8 @@ Decisions (JSON-able, stored in the records beside the steps):
 - ``loc``: stage name -> index into that stage's compute-location candidates (root, inline, or a
   loop of its consumer), for stages the sketch left untiled (padding, elementwise with branches);
 - ``par``: stage name -> number of outer loops fused into the parallel loop (0: none);
+- ``chunk``: stage name -> how a parallel loop over data-dependent work (sparse rows) is divided:
+  0 static equal chunks, else dynamic chunks of that many iterations (ParallelSchedule.DYNAMIC);
 - ``vec``: stage name -> number of inner loops fused into the vectorized loop (0: none);
 - ``unroll``: stage name -> ``auto_unroll_max_step`` (0: none).
 
@@ -19,6 +21,7 @@ import functools
 from dataclasses import dataclass
 
 from ..ir.expr import IterKind
+from ..ir.loop import PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, ParallelSchedule
 from ..schedule.compute_steps import ComputeAtStep, ComputeInlineStep
 from ..schedule.inline import effective_readers
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
@@ -27,10 +30,12 @@ from ..target import TargetKind
 from . import analysis as an
 from .sketch import Sketch, TileHole
 
-__all__ = ["Candidate", "materialize", "factorizations", "UNROLL_CHOICES", "MAX_INNERMOST",
-           "MAX_VECTOR"]
+__all__ = ["Candidate", "materialize", "factorizations", "UNROLL_CHOICES", "CHUNK_CHOICES",
+           "MAX_INNERMOST", "MAX_VECTOR"]
 
 UNROLL_CHOICES = (0, 16, 64, 512)
+#: parallel chunking of loops over sparse rows: 0 static, else dynamic chunks of this many
+CHUNK_CHOICES = (0, 1, 2, 4, 8, 16, 32, 64)
 MAX_INNERMOST = 64
 MAX_VECTOR = 64
 NON_DIVISIBLE_PROB = 0.15
@@ -105,7 +110,7 @@ def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> C
     if task.target.kind is TargetKind.CUDA:
         from .gpu_annotate import materialize_gpu  # imports this module
         return materialize_gpu(task, sketch_id, sketch, decisions, rng)
-    d = {k: dict(decisions.get(k, {})) for k in ("tile", "loc", "par", "vec", "unroll")}
+    d = {k: dict(decisions.get(k, {})) for k in ("tile", "loc", "par", "vec", "unroll", "chunk")}
     tiles = {}
     for idx, h in sketch.holes.items():
         if isinstance(h, TileHole):
@@ -118,7 +123,7 @@ def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> C
     try:
         state = State.replay(task.dag, steps)
         _compute_locations(state, steps, d["loc"], rng)
-        _parallel(state, steps, d["par"], rng, task.hardware.num_cores)
+        _parallel(state, steps, d["par"], rng, task.hardware.num_cores, d["chunk"])
         _vectorize(state, steps, d["vec"], rng)
         _unroll(state, steps, d["unroll"], rng)
     except ScheduleError:
@@ -168,14 +173,32 @@ def _compute_locations(state, steps, table, rng) -> None:
             _apply(state, steps, ComputeAtStep(sid, choice[1], choice[2]))
 
 
-def _parallel(state, steps, table, rng, cores) -> None:
-    """Fuse the outer spatial loops of each root stage into one parallel loop."""
+def _sparse_nest(state, sid) -> bool:
+    """Whether the stage or a stage computed inside it has data-dependent loops (sparse rows)."""
+    todo, seen = [sid], set()
+    while todo:
+        k = todo.pop()
+        seen.add(k)
+        if an.has_data_dependent_loops(state, k):
+            return True
+        todo += [o for o, st in enumerate(state.stages) if o not in seen
+                 and st.location is ComputeLocation.AT and st.attach[0] == k]
+    return False
+
+
+def _parallel(state, steps, table, rng, cores, chunks=None) -> None:
+    """Fuse the outer spatial loops of each root stage into one parallel loop; over sparse rows,
+    not past the loop a cache is computed at, and with a ``chunk`` decision (balanced rows)."""
+    chunks = {} if chunks is None else chunks
     for sid, s in enumerate(state.stages):
         if s.is_placeholder or s.location is not ComputeLocation.ROOT:
             continue
         its = s.iters
+        sparse = _sparse_nest(state, sid)
+        attached = {o.attach[1] for o in state.stages
+                    if o.location is ComputeLocation.AT and o.attach[0] == sid}
         n_max, prod, default = 0, 1, None
-        for it in its:
+        for k, it in enumerate(its):
             if it.kind is not IterKind.SPATIAL or it.const_extent is None \
                     or it.annotation is not Annotation.NONE:
                 break
@@ -183,15 +206,34 @@ def _parallel(state, steps, table, rng, cores) -> None:
             prod *= it.const_extent
             if default is None and prod >= 16 * cores:
                 default = n_max
+            if sparse and k in attached:
+                break  # the cached output tile stays one iteration of the parallel loop
         if n_max == 0:
             continue
         n = _choose(table, s.name, n_max + 1, rng, default if default is not None else n_max)
+        if sparse and n == 0:  # sparse rows always run in parallel (the chunk decides how)
+            n = table[s.name] = int(rng.integers(1, n_max + 1))
         if n == 0:
             continue
         if n > 1:
             _apply(state, steps, FuseStep(sid, tuple(range(n))))
         if state.stages[sid].iters[0].const_extent > 1:
             _apply(state, steps, AnnotationStep(sid, 0, Annotation.PARALLEL))
+            if sparse:
+                _balance(state, steps, sid, chunks, rng)
+
+
+def _balance(state, steps, sid, table, rng) -> None:
+    """Rows of different lengths: static equal chunks, or dynamic chunks of a decided size."""
+    name = state.stages[sid].name
+    v = table.get(name)
+    if v not in CHUNK_CHOICES:
+        v = int(rng.choice(CHUNK_CHOICES))
+    table[name] = v
+    if v:
+        _apply(state, steps, PragmaStep(sid, 0, PRAGMA_PARALLEL_SCHEDULE,
+                                         int(ParallelSchedule.DYNAMIC)))
+        _apply(state, steps, PragmaStep(sid, 0, PRAGMA_PARALLEL_CHUNK, v))
 
 
 def _vectorize(state, steps, table, rng) -> None:

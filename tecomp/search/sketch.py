@@ -300,6 +300,7 @@ class SkipStage(SketchRule):
 #: The CPU rule list, tried in order for every stage.
 CPU_RULES = [AlwaysInline(), AddRfactor(), AddCacheWrite(), MultiLevelTilingWithFusion(),
              MultiLevelTiling(), SkipStage()]
+from . import sparse_sketch  # noqa: E402,F401  (adds its SPARSE_RULES to CPU_RULES)
 
 
 def generate_sketches(task, rules=None, max_sketches: int = 64) -> list:

@@ -76,13 +76,22 @@ class SearchTask:
 
     @property
     def data_hash(self) -> str:
-        """A hash of the real input data the task measures with ("" when there is none)."""
+        """A stable hash of the real input data the task measures with ("" when there is none).
+
+        For sparse tasks this names the index data (``indptr``/``indices``) a tuned kernel was
+        tuned on; records store it (their ``"data"`` field). It covers each array's name, dtype,
+        shape and bytes (so nnz and the row count), in name order, and is independent of the
+        process, platform byte order and memory layout, so a log's hash can be recomputed later.
+        The schedule itself is valid for any index data of the same shapes.
+        """
         if not self.inputs:
             return ""
-        h = hashlib.sha256()
+        h = hashlib.sha256(b"tecomp-data-v1")
         for k in sorted(self.inputs):
-            h.update(k.encode())
-            h.update(self.inputs[k].tobytes())
+            a = self.inputs[k]
+            le = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+            h.update(f"|{k}|{le.dtype.str}|{'x'.join(map(str, a.shape))}|".encode())
+            h.update(le.tobytes())
         return h.hexdigest()[:16]
 
     def flop_count(self) -> float:

@@ -18,7 +18,7 @@ import numpy as np
 from .. import ir, ops
 from . import reference as ref
 
-__all__ = ["Workload", "random_csr", "random_bsr", "matmul", "batch_matmul", "conv2d", "csr_spmm",
+__all__ = ["Workload", "random_csr", "random_bsr", "random_pattern_like", "matmul", "batch_matmul", "conv2d", "csr_spmm",
            "bsr_spmm", "sddmm", "softmax", "matmul_bias_relu", "WORKLOADS", "get_workload"]
 
 
@@ -134,6 +134,31 @@ def random_bsr(rng, Mb: int, Kb: int, bs_r: int, bs_c: int, density: float, empt
     _, indices, indptr = random_csr(rng, Mb, Kb, density, empty_rows, dense_row, dtype)
     data = _nonzero_values(rng, len(indices) * bs_r * bs_c, dtype).reshape(-1, bs_r, bs_c)
     return data, indices, indptr
+
+
+def random_pattern_like(rng, indptr, ncols: int, dense_row: bool = False):
+    """Other index data of the same shapes: ``(indices, indptr)`` with the rows of ``indptr``, the
+    same nnz and columns in ``[0, ncols)``, drawn uniformly over the matrix (so row lengths differ
+    from the original's); with ``dense_row``, one row is full when nnz allows. For running a tuned
+    sparse kernel on data it was not tuned on."""
+    M = len(indptr) - 1
+    nnz = int(indptr[-1])
+    if nnz > M * ncols:
+        raise ValueError(f"random_pattern_like: nnz={nnz} does not fit {M} x {ncols}")
+    full = int(rng.integers(M)) if dense_row and M and ncols <= nnz else None
+    rest = nnz - (ncols if full is not None else 0)
+    free = np.arange(M * ncols)
+    if full is not None:
+        free = free[free // ncols != full]
+        rest = min(rest, len(free))
+    pos = rng.choice(free, rest, replace=False)
+    if full is not None:
+        pos = np.concatenate([pos, full * ncols + np.arange(ncols)])
+    pos = np.sort(pos)
+    counts = np.bincount(pos // ncols, minlength=M) if M else np.zeros(0, np.int64)
+    new_ptr = np.zeros(M + 1, np.int32)
+    new_ptr[1:] = np.cumsum(counts)
+    return (pos % ncols).astype(np.int32), new_ptr
 
 
 # ----------------------------------------------------------------------------- dense builders

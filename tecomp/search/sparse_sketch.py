@@ -1,0 +1,155 @@
+"""Sketch rules for stages with data-dependent loops (sparse rows): CSR/BSR SpMM and SDDMM.
+
+Dense multi-level tiling does not fit a sparse stage: its reduction ``k`` runs over a row's
+nonzeros (``[indptr[i], indptr[i+1])``), so it must sit inside the row loop, and it cannot be split
+or cached by tile. What pays instead (the structure of hand-written SpMM kernels):
+
+- SpMM (:class:`SparseRowTiling`): rows outer (parallel; balanced by the ``chunk`` decision of
+  :mod:`.annotate`, since rows differ in length); the dense dimension ``N`` tiled, a tile of ``T``
+  columns of the output row accumulated in a ``local`` cache (registers) computed at the column-tile
+  loop, its inner ``V`` columns vectorized, so each nonzero costs ``T / V`` vector FMAs on one
+  contiguous piece of a dense row. BSR: the block rows ``bs_r`` are split off the row loop (inside
+  the column tile) and the block columns ``bs_c`` are unrolled inside the nonzero loop.
+- SDDMM (:class:`SparseRaggedRows`): rows outer (parallel, balanced), the row's nonzeros, and the
+  dot product over ``K`` split so that its inner part can be unrolled.
+
+Tile sizes are holes (``T`` and ``V`` are the inner lengths of one split of ``N``); parallel fusion,
+balance, vectorization and unrolling are decisions (:mod:`.annotate`). Nothing depends on the index
+data's row lengths, so a tuned schedule is valid for any index data of the same shapes and nnz.
+"""
+from __future__ import annotations
+
+from ..ir.expr import BinOp, BinOpKind, Const, IterKind, Var, walk
+from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep
+from ..schedule.state import Annotation, ComputeLocation, ScheduleError
+from ..schedule.steps import AnnotationStep, ReorderStep, SplitStep
+from . import analysis as an
+from . import sketch as _sketch
+from .sketch import FollowHole, RuleResult, SketchRule, TileHole
+
+__all__ = ["SparseRowTiling", "SparseRaggedRows", "SPARSE_RULES", "row_axis", "row_block",
+           "MAX_UNROLLED_BLOCK"]
+
+#: block columns up to this many are unrolled inside the nonzero loop
+MAX_UNROLLED_BLOCK = 16
+
+
+def row_axis(op):
+    """The spatial axis the data-dependent reduction bounds depend on (the sparse row), or None."""
+    bounds = [e for r in op.reduce_axes if r.const_extent is None for e in (r.begin, r.end)]
+    used = {id(v) for e in bounds for v in walk(e) if isinstance(v, Var)}
+    rows = [a for a in op.axes if id(a) in used]
+    return rows[0] if len(rows) == 1 else None
+
+
+def row_block(op, axis) -> int:
+    """Rows per sparse row of the index data: ``d`` when the reduction bounds read ``axis // d``
+    (BSR block rows), else 1."""
+    for r in op.reduce_axes:
+        if r.const_extent is not None:
+            continue
+        for e in (r.begin, r.end):
+            for x in walk(e):
+                if isinstance(x, BinOp) and x.op is BinOpKind.FLOORDIV and x.a is axis \
+                        and isinstance(x.b, Const) and x.b.value > 1:
+                    return int(x.b.value)
+    return 1
+
+
+def _is_sparse_reduction(s) -> bool:
+    return not s.is_placeholder and bool(s.op.reduce_axes) and \
+        any(r.const_extent is None for r in s.op.reduce_axes)
+
+
+class SparseRowTiling(SketchRule):
+    """SpMM-like stages (a reduction over a row's nonzeros, rectangular output): cache the output
+    tile, tile and vectorize the dense dimension, rows outer."""
+    name = "sparse_rows"
+
+    def meet(self, p, sid, task):
+        s = p.state.stages[sid]
+        if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
+                or s.scope != "global" or s.op.is_ragged or not _is_sparse_reduction(s):
+            return RuleResult.SKIP
+        spatial = [a for a in s.op.axes]
+        if len(spatial) != 2 or row_axis(s.op) is None or row_axis(s.op) is not spatial[0] \
+                or spatial[1].const_extent is None:
+            return RuleResult.SKIP
+        return RuleResult.APPLY_AND_SKIP_REST
+
+    def apply(self, p, sid, task):
+        op = p.state.stages[sid].op
+        bs_r = row_block(op, op.axes[0])
+        n_cols = op.axes[1].const_extent
+        if bs_r > 1 and op.axes[0].const_extent % bs_r:
+            raise ScheduleError(f"sparse rows: {op.axes[0].const_extent} rows are not whole blocks "
+                                f"of {bs_r}")
+        p.apply(CacheWriteStep(sid, "local"))
+        local, out = sid, sid + 1
+        st = p.state
+        row_name, col_name = (it.name for it in st.stages[out].iters[:2])
+        order = []
+        if bs_r > 1:
+            p.apply(SplitStep(out, st.iter_index(out, row_name), (bs_r,), True))
+            order_rows = [f"{row_name}.0", f"{row_name}.1"]
+        else:
+            order_rows = [row_name]
+        # N = outer x T/V x V: the tile T is computed in the cache, V is its vector width
+        split = p.apply(SplitStep(out, st.iter_index(out, col_name), (1, 1), True),
+                        lambda i: TileHole(i, n_cols, 3))
+        cols = [f"{col_name}.{k}" for k in range(3)]
+        order = [order_rows[0], cols[0]] + order_rows[1:] + cols[1:]
+        p.apply(ReorderStep(out, tuple(st.iter_index(out, nm) for nm in order)))
+        p.apply(ComputeAtStep(local, out, st.iter_index(out, cols[0])))
+        # the cache: row, the nonzeros (and block columns), then the tile's columns
+        lrow, lcol = (it.name for it in st.stages[local].iters[:2])
+        p.apply(SplitStep(local, st.iter_index(local, lcol), (1,), True),
+                lambda i: FollowHole(i, split, ((1, 2),)))
+        reds = [it.name for it in st.stages[local].iters if it.kind is IterKind.REDUCE]
+        lorder = [lrow] + reds + [f"{lcol}.0", f"{lcol}.1"]
+        p.apply(ReorderStep(local, tuple(st.iter_index(local, nm) for nm in lorder)))
+        for nm in reds:  # BSR block columns: unrolled inside the nonzero loop
+            it = st.stages[local].iters[st.iter_index(local, nm)]
+            if it.const_extent is not None and 1 < it.const_extent <= MAX_UNROLLED_BLOCK:
+                p.apply(AnnotationStep(local, st.iter_index(local, nm), Annotation.UNROLL))
+        p.tag("sparse_rows" + (f"_b{bs_r}" if bs_r > 1 else ""))
+        return [(p, sid - 1)]
+
+
+class SparseRaggedRows(SketchRule):
+    """SDDMM-like stages (one output per nonzero, a dense reduction each): rows outer, the row's
+    nonzeros, the reduction split so that its inner part unrolls."""
+    name = "sparse_ragged"
+
+    def meet(self, p, sid, task):
+        s = p.state.stages[sid]
+        if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
+                or not s.op.is_ragged or not an.has_data_dependent_loops(p.state, sid):
+            return RuleResult.SKIP
+        reds = [r for r in s.op.reduce_axes if r.const_extent is not None and r.const_extent > 1]
+        return RuleResult.APPLY_AND_SKIP_REST if reds else RuleResult.SKIP
+
+    def apply(self, p, sid, task):
+        st = p.state
+        for it in list(st.stages[sid].iters):
+            if it.kind is IterKind.REDUCE and it.const_extent is not None and it.const_extent > 1:
+                p.apply(SplitStep(sid, st.iter_index(sid, it.name), (1,), True),
+                        lambda i, ext=it.const_extent: TileHole(i, ext, 2))
+        p.tag("sparse_ragged")
+        return [(p, sid - 1)]
+
+
+#: the sparse rules, tried right after inlining, before the dense rules (they claim only sparse
+#: stages, which the dense tiling would order badly)
+SPARSE_RULES = [SparseRowTiling(), SparseRaggedRows()]
+
+
+def _register(rules: list) -> None:
+    """Put :data:`SPARSE_RULES` into ``rules`` (sketch.CPU_RULES) after AlwaysInline, once."""
+    if not any(isinstance(r, (SparseRowTiling, SparseRaggedRows)) for r in rules):
+        rules[1:1] = SPARSE_RULES
+
+
+# sketch.py imports this module right after defining CPU_RULES; whichever of the two is imported
+# first, CPU_RULES is complete once both are
+_register(_sketch.CPU_RULES)

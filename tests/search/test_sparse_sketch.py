@@ -1,0 +1,163 @@
+"""Sparse sketch rules (tecomp.search.sparse_sketch): every sketch of CSR SpMM, BSR SpMM and SDDMM,
+under random annotations, builds for "llvm" and matches scipy on the task's index data and on other
+index data of the same shapes and nnz (empty rows, a dense row, random patterns); the balanced
+parallel mode gives the static mode's results; a real tuning records the index data's hash."""
+import numpy as np
+import pytest
+
+import tecomp as tc
+from tecomp.codegen import parallel as P
+from tecomp.schedule.records import load_records
+from tecomp.search.annotate import materialize
+from tecomp.search.cost_model import RandomModel
+from tecomp.search.sketch import CPU_RULES, generate_sketches
+from tecomp.search.sparse_sketch import SparseRaggedRows, SparseRowTiling, row_block
+from tecomp.testing import workloads as W
+
+SEEDS = range(4)
+
+CASES = {
+    "csr_random": lambda: W.csr_spmm(37, 29, 40, density=0.2, seed=1),
+    "csr_empty_dense": lambda: W.csr_spmm(48, 33, 24, density=0.1, empty_rows=12, dense_row=True,
+                                          seed=2),
+    "bsr_1x1": lambda: W.bsr_spmm(12, 10, 20, 1, 1, density=0.3, empty_rows=2, seed=3),
+    "bsr_2x3": lambda: W.bsr_spmm(9, 7, 19, 2, 3, density=0.3, dense_row=True, seed=4),
+    "bsr_4x4": lambda: W.bsr_spmm(8, 6, 32, 4, 4, density=0.3, empty_rows=2, dense_row=True, seed=5),
+    "bsr_16x16": lambda: W.bsr_spmm(3, 3, 16, 16, 16, density=0.5, dense_row=True, seed=6),
+    "sddmm_random": lambda: W.sddmm(31, 27, 20, density=0.2, seed=7),
+    "sddmm_empty_dense": lambda: W.sddmm(40, 22, 9, density=0.1, empty_rows=10, dense_row=True,
+                                         seed=8),
+}
+
+
+def _task(wl):
+    return tc.SearchTask(wl.dag, "llvm", inputs=wl.index_data)
+
+
+def _other_inputs(wl, rng):
+    """Fresh values on index data other than the task's: same shapes and nnz, a dense row."""
+    ins = wl.make_inputs(rng)
+    names = [t.name for t in wl.dag.inputs]
+    indptr = ins[names.index("indptr")]
+    if wl.name == "sddmm":
+        ncols = wl.params["N"]
+    elif wl.name == "bsr_spmm":
+        ncols = wl.params["Kb"]
+    else:
+        ncols = wl.params["K"]
+    old = (indptr, ins[names.index("indices")])
+    for _ in range(20):  # small matrices can draw the same pattern again
+        indices, new_ptr = W.random_pattern_like(rng, indptr, ncols, dense_row=True)
+        if not (np.array_equal(new_ptr, old[0]) and np.array_equal(indices, old[1])):
+            break
+    else:
+        raise AssertionError("no other index data drawn")
+    assert len(indices) == len(old[1])
+    ins[names.index("indices")], ins[names.index("indptr")] = indices, new_ptr
+    return ins
+
+
+def _check(kernel, wl, ins):
+    got = kernel(*ins)
+    np.testing.assert_allclose(got, wl.reference(ins)[0], rtol=1e-4, atol=1e-4)
+    return got
+
+
+def test_sparse_rules_are_registered_before_the_dense_rules():
+    names = [r.name for r in CPU_RULES]
+    assert names.index("sparse_rows") < names.index("tile") and "sparse_ragged" in names
+    assert sum(isinstance(r, (SparseRowTiling, SparseRaggedRows)) for r in CPU_RULES) == 2
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_sparse_sketch_matches_scipy_on_any_index_data(case):
+    wl = CASES[case]()
+    task = _task(wl)
+    sketches = generate_sketches(task)
+    expect = "sparse_ragged" if wl.name == "sddmm" else "sparse_rows"
+    assert sketches and all(sk.name.startswith(expect) for sk in sketches), \
+        [sk.name for sk in sketches]
+    rng = np.random.default_rng(0)
+    built = 0
+    for sid, sk in enumerate(sketches):
+        for seed in SEEDS:
+            cand = materialize(task, sid, sk, {}, np.random.default_rng(seed))
+            assert cand is not None, f"{sk.name}: seed {seed} gave no legal schedule"
+            k = tc.build(wl.dag, "llvm", schedule=cand.state, cache=False)
+            _check(k, wl, wl.make_inputs(rng))       # the task's own index data
+            _check(k, wl, _other_inputs(wl, rng))    # other data, same shapes and nnz
+            built += 1
+    assert built >= len(SEEDS)
+
+
+def test_spmm_sketch_structure():
+    """Rows outer, the output tile cached in registers at the column-tile loop, the dense dimension
+    vectorized; BSR: block rows split off, block columns unrolled."""
+    wl = W.bsr_spmm(8, 6, 64, 4, 2, density=0.3, seed=1)
+    op = wl.dag.outputs[0].op
+    assert row_block(op, op.axes[0]) == 4
+    task = _task(wl)
+    (sk,) = generate_sketches(task)
+    cand = materialize(task, 0, sk, {"vec": {"bsr_spmm.local": 1}, "par": {"bsr_spmm": 1},
+                                     "chunk": {"bsr_spmm": 4}, "tile": {"2": [2, 16]}},
+                       np.random.default_rng(0))
+    text = str(tc.lower(cand.state))
+    assert "local float32 bsr_spmm.local[4][32]" in text
+    assert "parallel for (i.0 = 0; i.0 < 8;" in text and "parallel_chunk=4" in text
+    assert "unrolled for (c = 0; c < 2;" in text and "vectorized for" in text
+    csr = W.csr_spmm(16, 16, 8, density=0.3)
+    op = csr.dag.outputs[0].op
+    assert row_block(op, op.axes[0]) == 1
+
+
+@pytest.mark.parametrize("case", ["csr_empty_dense", "bsr_4x4", "sddmm_empty_dense"])
+def test_balanced_mode_equals_static_mode(case):
+    wl = CASES[case]()
+    task = _task(wl)
+    (sk,) = generate_sketches(task)
+    stage = wl.dag.outputs[0].op.name
+    old = P.get_num_threads()
+    try:
+        P.set_num_threads(2)
+        base = materialize(task, 0, sk, {"chunk": {stage: 0}}, np.random.default_rng(3))
+        assert "parallel_schedule" not in str(tc.lower(base.state))
+        ins = _other_inputs(wl, np.random.default_rng(9))
+        ref = _check(tc.build(wl.dag, "llvm", schedule=base.state, cache=False), wl, ins)
+        for chunk in (1, 4, 64):
+            dec = dict(base.decisions, chunk={stage: chunk})
+            cand = materialize(task, 0, sk, dec, np.random.default_rng(3))
+            assert f"parallel_chunk={chunk}" in str(tc.lower(cand.state))
+            got = tc.build(wl.dag, "llvm", schedule=cand.state, cache=False)(*ins)
+            np.testing.assert_array_equal(got, ref)
+    finally:
+        P.set_num_threads(old)
+
+
+def test_data_hash_is_stable_and_names_the_index_data():
+    wl = CASES["csr_empty_dense"]()
+    h = _task(wl).data_hash
+    assert len(h) == 16 and h == _task(CASES["csr_empty_dense"]()).data_hash
+    swapped = {"indices": wl.index_data["indices"], "indptr": wl.index_data["indptr"]}
+    assert tc.SearchTask(wl.dag, "llvm", inputs=swapped).data_hash == h  # order-independent
+    indices, indptr = W.random_pattern_like(np.random.default_rng(0), wl.index_data["indptr"], 33)
+    other = tc.SearchTask(wl.dag, "llvm", inputs={"indices": indices, "indptr": indptr})
+    assert other.data_hash not in ("", h)
+    assert tc.SearchTask(wl.dag, "llvm").data_hash == ""
+
+
+def test_tuning_csr_spmm_records_the_data_hash(tmp_path):
+    wl = W.csr_spmm(64, 48, 32, density=0.1, empty_rows=8, dense_row=True, seed=11)
+    task = _task(wl)
+    log = str(tmp_path / "csr.jsonl")
+    opt = tc.TuningOptions(population=24, generations=1, measures_per_round=8, repeat=2,
+                           min_repeat_ms=2, verbose=False)
+    res = tc.tune(task, trials=16, log=log, options=opt, cost_model=RandomModel(0))
+    assert res.trials == 16 and res.best_schedule is not None
+    recs = load_records(log)
+    assert len(recs) == 16 and {r.data_hash for r in recs} == {task.data_hash}
+    assert sum(r.result.is_valid for r in recs) >= 8
+    assert all(r.decisions.get("sketch") for r in recs)
+    k = tc.build(wl.dag, "llvm", log=log)
+    rng = np.random.default_rng(1)
+    _check(k, wl, wl.make_inputs(rng))
+    _check(k, wl, _other_inputs(wl, rng))  # the tuned kernel on data it was not tuned on
