@@ -61,6 +61,10 @@ def _region(state: State, sid: int, by_tensor: dict) -> list:
         raise ScheduleError(f"compute_at: '{t.name}' no longer has loop {k}")
     ranges = loop_ranges(state, tid)
     inner = {it.var: ranges[it.var] for it in nest.iters[k + 1:] if it.var in ranges}
+    if s.scope == "shared":
+        # all threads of a block share the buffer: its region covers every threadIdx value of
+        # the loops around the attach point (filled cooperatively, TVM's thread relaxation)
+        inner.update(_thread_ranges(state, tid, k, ranges))
     dyn_inner = {it.var for it in nest.iters[k + 1:] if it.var not in ranges}
     reads = []
     for e in stage_exprs(t):
@@ -98,6 +102,23 @@ def _region(state: State, sid: int, by_tensor: dict) -> list:
         above = r is None or dom_hi is None or r[1] + n > dom_hi[0]
         region.append((lo, n, below, above))
     return region
+
+
+def _thread_ranges(state: State, tid: int, k: int, ranges: dict) -> dict:
+    """Ranges of the threadIdx-bound loops at or outside loop ``k`` of stage ``tid`` and of the
+    loops enclosing it through its attach chain."""
+    out, seen = {}, set()
+    while tid is not None and tid not in seen:
+        seen.add(tid)
+        t = state.stages[tid]
+        for it in t.nest().iters[:k + 1]:
+            th = it.annotation.thread
+            if th is not None and th.is_thread and it.var in ranges:
+                out[it.var] = ranges[it.var]
+        if t.location is not ComputeLocation.AT:
+            break
+        tid, k = t.attach
+    return out
 
 
 def _union(a, b, op, ranges):
