@@ -23,31 +23,24 @@ class Kernel:
     ``kernel(*inputs)`` checks the arguments (count, shape, dtype, contiguity, index data) before
     any native code runs and returns new output arrays (one array, or a tuple for several outputs);
     ``kernel(*inputs, out=...)`` fills the given arrays instead. ``kernel.emulate(...)`` computes the
-    same through the loop-IR interpreter; ``kernel.source()`` is the LLVM IR text (PTX for cuda).
-
-    A ``cuda`` kernel takes numpy arrays (copied to the device and back) or device arrays (objects
-    with ``__cuda_array_interface__`` or ``__dlpack__``: CuPy, torch, ``DeviceArray``), which are
-    used in place; with device inputs the outputs are new ``DeviceArray``s unless ``out=`` gives
-    device arrays. Calling it without a GPU raises ``CudaUnavailableError``; ``emulate()`` runs
-    the same GPU program on the CPU.
+    same through the loop-IR interpreter; ``kernel.source()`` is the LLVM IR text.
     """
 
-    def __init__(self, dag: ComputeDAG, target: Target, func: PrimFunc, compiled):
+    def __init__(self, dag: ComputeDAG, target: Target, func: PrimFunc, compiled, bound=None):
         self.dag, self.target, self.func, self._compiled = dag, target, func, compiled
         self._validator = IndexValidator(dag)
+        #: build-time constants: (arrays by input name, arrays bound after the free inputs)
+        self._bound = bound if bound is not None else ({}, [])
 
     @property
     def loop_ir(self) -> PrimFunc:
         return self.func
 
     def source(self) -> str:
-        """The generated code as text: LLVM IR for ``llvm``, PTX (one ``.entry`` per kernel
-        launch) for ``cuda``."""
+        """The generated code as text (LLVM IR for ``llvm``)."""
         return self._compiled.source
 
     def __call__(self, *inputs, out=None):
-        if self.target.kind is TargetKind.CUDA and _on_device(inputs, out):
-            return self._call_device(inputs, out)
         arrays, outs = self._prepare(inputs, out)
         self._compiled.run(arrays)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -59,35 +52,16 @@ class Kernel:
         interp.run(self.func, arrays)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _call_device(self, inputs, out):
-        """Zero-copy call on device arrays (index data of sparse inputs is not validated)."""
-        from .codegen import cuda_runtime as rt
-        rt.require()
-        dag = self.dag
-        if len(inputs) != len(dag.inputs):
-            raise TypeError(f"kernel takes {len(dag.inputs)} input(s), {len(inputs)} were given")
-        ins = [rt.as_device_array(a, t.name) for a, t in zip(inputs, dag.inputs)]
-        if out is None:
-            outs = [rt.DeviceArray.empty(t.shape, t.dtype.np) for t in dag.outputs]
-        else:
-            outs = list(out) if isinstance(out, (tuple, list)) else [out]
-            if len(outs) != len(dag.outputs):
-                raise TypeError(f"out= must hold {len(dag.outputs)} array(s), got {len(outs)}")
-            outs = [rt.as_device_array(a, t.name) for a, t in zip(outs, dag.outputs)]
-        for a, t in zip(ins + outs, list(dag.inputs) + list(dag.outputs)):
-            if tuple(a.shape) != tuple(t.shape) or a.dtype != t.dtype.np:
-                raise ValueError(f"'{t.name}' must be {t.dtype}{list(t.shape)}, got "
-                                 f"{a.dtype}{list(a.shape)}")
-        self._compiled.run_device(ins + outs)
-        return outs[0] if len(outs) == 1 else tuple(outs)
-
     def _prepare(self, inputs, out):
         dag = self.dag
-        names = [t.name for t in dag.inputs]
-        if len(inputs) != len(dag.inputs):
-            raise TypeError(f"kernel takes {len(dag.inputs)} input(s) ({', '.join(names)}) but "
-                            f"{len(inputs)} were given")
-        arrays = [_check_array(a, t, "input") for a, t in zip(inputs, dag.inputs)]
+        consts, bound = self._bound
+        free = [t for t in dag.inputs if t.name not in consts]
+        names = [t.name for t in free]
+        if len(inputs) != len(free):
+            fixed = f" ({', '.join(consts)}: bound by constants= at build time)" if consts else ""
+            raise TypeError(f"kernel takes {len(free)} input(s) ({', '.join(names)}) but "
+                            f"{len(inputs)} were given{fixed}")
+        arrays = [_check_array(a, t, "input") for a, t in zip(inputs, free)]
         if out is None:
             outs = [np.empty(t.shape, dtype=t.dtype.np) for t in dag.outputs]
         else:
@@ -98,7 +72,7 @@ class Kernel:
             for o, t in zip(outs, dag.outputs):
                 if not o.flags.writeable:
                     raise ValueError(f"output '{t.name}' is read-only")
-                for a, ti in zip(arrays, dag.inputs):
+                for a, ti in zip(arrays, free):
                     if np.shares_memory(o, a):
                         raise ValueError(f"output '{t.name}' overlaps input '{ti.name}'")
             for n, o in enumerate(outs):
@@ -107,16 +81,10 @@ class Kernel:
                         raise ValueError(f"outputs '{dag.outputs[m].name}' and "
                                          f"'{dag.outputs[n].name}' overlap")
         if self._validator.active:
-            self._validator.check(arrays)
-        return arrays + outs, outs
-
-
-def _on_device(inputs, out) -> bool:
-    """Whether a cuda kernel's arguments are device arrays (not numpy arrays)."""
-    outs = [] if out is None else (list(out) if isinstance(out, (tuple, list)) else [out])
-    return any(not isinstance(a, np.ndarray) and (hasattr(a, "__cuda_array_interface__")
-                                                  or hasattr(a, "__dlpack__"))
-               for a in list(inputs) + outs)
+            given = iter(arrays)
+            self._validator.check([consts[t.name] if t.name in consts else next(given)
+                                   for t in dag.inputs])
+        return arrays + list(bound) + outs, outs
 
 
 def _check_array(a, t, role: str) -> np.ndarray:
@@ -132,19 +100,16 @@ def _check_array(a, t, role: str) -> np.ndarray:
 
 
 def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="error",
-          cache: bool = True) -> Kernel:
+          cache: bool = True, constants: dict | None = None) -> Kernel:
     """Compile ``dag`` for ``target``.
 
     Parameters
     ----------
     dag : ComputeDAG
     target : str or Target
-        ``"llvm"`` compiles for this host CPU (its features detected); ``"cuda"`` (or
-        ``"cuda -arch=sm_XX"``) for an NVIDIA GPU.
+        ``"llvm"`` compiles for this host CPU (its features detected).
     schedule : Schedule, optional
-        An explicit schedule of ``dag``; by default every stage at root in natural loop order
-        (``llvm``), or :func:`tecomp.schedule.gpu_default.default_gpu_schedule` (``cuda``: PTX is
-        built without a GPU and checked by ptxas where ptxas exists).
+        An explicit schedule of ``dag``; by default every stage at root in natural loop order.
     log : str or path, optional
         A tuning log (JSON lines): build the best valid record for ``dag.workload_key`` and
         ``str(target)`` (records of another CPU/arch of the same target kind are used, with a
@@ -159,6 +124,14 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
     cache : bool
         Keep the compiled code in this process's cache (per workload key, schedule and target) and
         reuse it; the tuner's workers, which build thousands of one-off candidates, turn it off.
+    constants : dict, optional
+        Input name -> array: inputs whose values are fixed (weights). They are copied now and the
+        kernel takes only the other inputs; every root stage of the schedule that depends only on
+        constants (a weight packed by ``cache_read(..., pack=...)`` into the tiled layout) runs
+        once, here, instead of on every call (layout rewrite; see
+        :mod:`tecomp.schedule.constants`). Unknown names raise ``KeyError``, a wrong shape
+        ``ValueError``, a wrong dtype ``TypeError``; ``llvm`` only (``NotImplementedError`` for
+        ``cuda``).
 
     Returns
     -------
@@ -171,42 +144,73 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
     if schedule is not None and log is not None:
         raise ValueError("give either schedule= or log=, not both")
     target = Target.parse(target)
+    if constants:
+        constants = _check_constants(dag, target, constants)
     if log is not None:
         from .schedule.records import schedule_from_log
         schedule = schedule_from_log(dag, log, target, on_missing)
     if schedule is not None and getattr(schedule, "dag", None) is not dag:
         raise ValueError("the schedule was made for a different ComputeDAG")
     sched_key = "default" if schedule is None else schedule.key
-    key = (dag.workload_key, sched_key, str(target), target.features)
+    key = (dag.workload_key, sched_key, str(target), target.features, _constants_key(constants))
     with _CACHE_LOCK:
         hit = _CACHE.get(key) if cache else None
     if hit is not None:
-        func, compiled = hit
-        return Kernel(dag, target, func, compiled)
-    if target.kind is TargetKind.CUDA:
-        func, compiled = _build_cuda(dag, schedule, target)
-    else:
+        func, compiled, bound = hit
+        return Kernel(dag, target, func, compiled, bound)
+    bound = None
+    func = lower(dag if schedule is None else schedule)
+    verify(func)
+    if target.kind is TargetKind.LLVM:
         from .codegen.llvm_cpu import compile_cpu
-        func = lower(dag if schedule is None else schedule)
-        verify(func)
+        if constants:
+            func, bound = _fold_constants(dag, func, constants)
         compiled = compile_cpu(func)
+    else:
+        raise ValueError(f"target {target} cannot be compiled yet: the CUDA backend is not part of "
+                         f"this version")
     if cache:
         with _CACHE_LOCK:
-            _CACHE[key] = (func, compiled)
-    return Kernel(dag, target, func, compiled)
+            _CACHE[key] = (func, compiled, bound)
+    return Kernel(dag, target, func, compiled, bound)
 
 
-def _build_cuda(dag: ComputeDAG, schedule, target: Target) -> tuple:
-    """``(GPU loop IR, CompiledCuda)``: the default GPU schedule when none is given, the GPU passes
-    (launches, barriers, validity check), PTX, and ptxas's check where ptxas exists."""
-    from .codegen.nvptx import compile_cuda
-    from .codegen.ptxas import check_ptx, find_ptxas
-    from .schedule.gpu_default import default_gpu_schedule
-    from .schedule.gpu_passes import prepare_gpu_program
-    func = lower(default_gpu_schedule(dag) if schedule is None else schedule)
-    verify(func)
-    func, info = prepare_gpu_program(func)
-    verify(func)
-    compiled = compile_cuda(func, target, info)
-    compiled.ptxas_report = check_ptx(compiled.source, target.arch) if find_ptxas() else None
-    return func, compiled
+def _check_constants(dag: ComputeDAG, target: Target, constants) -> dict:
+    if target.kind is not TargetKind.LLVM:
+        raise NotImplementedError(f"constants= (weights packed once at build time) is implemented "
+                                  f"for the llvm target only, not {target}; build without it")
+    from .schedule.constants import check_constants
+    return check_constants(dag, constants)
+
+
+def _constants_key(constants) -> str:
+    """The cache key part of ``constants``: a hash of names, dtypes, shapes and bytes."""
+    if not constants:
+        return ""
+    import hashlib
+    h = hashlib.sha256()
+    for name in sorted(constants):
+        a = constants[name]
+        h.update(f"{name}:{a.dtype}:{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _fold_constants(dag: ComputeDAG, func: PrimFunc, constants: dict) -> tuple:
+    """``(main function, (constants, bound arrays))``: the root stages that depend only on
+    ``constants`` run once, now, through a compiled prologue; the main function reads their
+    results as parameters bound after the free inputs."""
+    from .codegen.llvm_cpu import compile_cpu
+    from .schedule.constants import split_constants
+    split = split_constants(func, len(dag.inputs), constants)
+    verify(split.main)
+    by_param = {b: constants[b.name] for b in split.prologue_inputs + split.bound
+                if b.name in constants}
+    if split.prologue is not None:
+        verify(split.prologue)
+        folded = [np.empty(b.shape, dtype=b.dtype.np) for b in split.folded]
+        compile_cpu(split.prologue).run([by_param[b] for b in split.prologue_inputs] + folded)
+        for b, a in zip(split.folded, folded):
+            a.flags.writeable = False  # shared by every kernel the cache hands out
+            by_param[b] = a
+    return split.main, (constants, [by_param[b] for b in split.bound])
