@@ -23,7 +23,13 @@ class Kernel:
     ``kernel(*inputs)`` checks the arguments (count, shape, dtype, contiguity, index data) before
     any native code runs and returns new output arrays (one array, or a tuple for several outputs);
     ``kernel(*inputs, out=...)`` fills the given arrays instead. ``kernel.emulate(...)`` computes the
-    same through the loop-IR interpreter; ``kernel.source()`` is the LLVM IR text.
+    same through the loop-IR interpreter; ``kernel.source()`` is the LLVM IR text (PTX for cuda).
+
+    A ``cuda`` kernel takes numpy arrays (copied to the device and back) or device arrays (objects
+    with ``__cuda_array_interface__`` or ``__dlpack__``: CuPy, torch, ``DeviceArray``), which are
+    used in place; with device inputs the outputs are new ``DeviceArray``s unless ``out=`` gives
+    device arrays. Calling it without a GPU raises ``CudaUnavailableError``; ``emulate()`` runs
+    the same GPU program on the CPU.
     """
 
     def __init__(self, dag: ComputeDAG, target: Target, func: PrimFunc, compiled, bound=None):
@@ -37,10 +43,13 @@ class Kernel:
         return self.func
 
     def source(self) -> str:
-        """The generated code as text (LLVM IR for ``llvm``)."""
+        """The generated code as text: LLVM IR for ``llvm``, PTX (one ``.entry`` per kernel
+        launch) for ``cuda``."""
         return self._compiled.source
 
     def __call__(self, *inputs, out=None):
+        if self.target.kind is TargetKind.CUDA and _on_device(inputs, out):
+            return self._call_device(inputs, out)
         arrays, outs = self._prepare(inputs, out)
         self._compiled.run(arrays)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -50,6 +59,28 @@ class Kernel:
         from .codegen import interp
         arrays, outs = self._prepare(inputs, out)
         interp.run(self.func, arrays)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _call_device(self, inputs, out):
+        """Zero-copy call on device arrays (index data of sparse inputs is not validated)."""
+        from .codegen import cuda_runtime as rt
+        rt.require()
+        dag = self.dag
+        if len(inputs) != len(dag.inputs):
+            raise TypeError(f"kernel takes {len(dag.inputs)} input(s), {len(inputs)} were given")
+        ins = [rt.as_device_array(a, t.name) for a, t in zip(inputs, dag.inputs)]
+        if out is None:
+            outs = [rt.DeviceArray.empty(t.shape, t.dtype.np) for t in dag.outputs]
+        else:
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            if len(outs) != len(dag.outputs):
+                raise TypeError(f"out= must hold {len(dag.outputs)} array(s), got {len(outs)}")
+            outs = [rt.as_device_array(a, t.name) for a, t in zip(outs, dag.outputs)]
+        for a, t in zip(ins + outs, list(dag.inputs) + list(dag.outputs)):
+            if tuple(a.shape) != tuple(t.shape) or a.dtype != t.dtype.np:
+                raise ValueError(f"'{t.name}' must be {t.dtype}{list(t.shape)}, got "
+                                 f"{a.dtype}{list(a.shape)}")
+        self._compiled.run_device(ins + outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _prepare(self, inputs, out):
@@ -87,6 +118,14 @@ class Kernel:
         return arrays + list(bound) + outs, outs
 
 
+def _on_device(inputs, out) -> bool:
+    """Whether a cuda kernel's arguments are device arrays (not numpy arrays)."""
+    outs = [] if out is None else (list(out) if isinstance(out, (tuple, list)) else [out])
+    return any(not isinstance(a, np.ndarray) and (hasattr(a, "__cuda_array_interface__")
+                                                  or hasattr(a, "__dlpack__"))
+               for a in list(inputs) + outs)
+
+
 def _check_array(a, t, role: str) -> np.ndarray:
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{role} '{t.name}' must be a numpy array, got {type(a).__name__}")
@@ -107,9 +146,12 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
     ----------
     dag : ComputeDAG
     target : str or Target
-        ``"llvm"`` compiles for this host CPU (its features detected).
+        ``"llvm"`` compiles for this host CPU (its features detected); ``"cuda"`` (or
+        ``"cuda -arch=sm_XX"``) for an NVIDIA GPU.
     schedule : Schedule, optional
-        An explicit schedule of ``dag``; by default every stage at root in natural loop order.
+        An explicit schedule of ``dag``; by default every stage at root in natural loop order
+        (``llvm``), or :func:`tecomp.schedule.gpu_default.default_gpu_schedule` (``cuda``: PTX is
+        built without a GPU and checked by ptxas where ptxas exists).
     log : str or path, optional
         A tuning log (JSON lines): build the best valid record for ``dag.workload_key`` and
         ``str(target)`` (records of another CPU/arch of the same target kind are used, with a
@@ -159,16 +201,15 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
         func, compiled, bound = hit
         return Kernel(dag, target, func, compiled, bound)
     bound = None
-    func = lower(dag if schedule is None else schedule)
-    verify(func)
-    if target.kind is TargetKind.LLVM:
+    if target.kind is TargetKind.CUDA:
+        func, compiled = _build_cuda(dag, schedule, target)
+    else:
         from .codegen.llvm_cpu import compile_cpu
+        func = lower(dag if schedule is None else schedule)
+        verify(func)
         if constants:
             func, bound = _fold_constants(dag, func, constants)
         compiled = compile_cpu(func)
-    else:
-        raise ValueError(f"target {target} cannot be compiled yet: the CUDA backend is not part of "
-                         f"this version")
     if cache:
         with _CACHE_LOCK:
             _CACHE[key] = (func, compiled, bound)
@@ -214,3 +255,19 @@ def _fold_constants(dag: ComputeDAG, func: PrimFunc, constants: dict) -> tuple:
             a.flags.writeable = False  # shared by every kernel the cache hands out
             by_param[b] = a
     return split.main, (constants, [by_param[b] for b in split.bound])
+
+
+def _build_cuda(dag: ComputeDAG, schedule, target: Target) -> tuple:
+    """``(GPU loop IR, CompiledCuda)``: the default GPU schedule when none is given, the GPU passes
+    (launches, barriers, validity check), PTX, and ptxas's check where ptxas exists."""
+    from .codegen.nvptx import compile_cuda
+    from .codegen.ptxas import check_ptx, find_ptxas
+    from .schedule.gpu_default import default_gpu_schedule
+    from .schedule.gpu_passes import prepare_gpu_program
+    func = lower(default_gpu_schedule(dag) if schedule is None else schedule)
+    verify(func)
+    func, info = prepare_gpu_program(func)
+    verify(func)
+    compiled = compile_cuda(func, target, info)
+    compiled.ptxas_report = check_ptx(compiled.source, target.arch) if find_ptxas() else None
+    return func, compiled

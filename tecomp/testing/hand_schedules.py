@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..schedule import Schedule
 
-__all__ = ["matmul_schedule", "conv2d_schedule"]
+__all__ = ["matmul_schedule", "conv2d_schedule", "gpu_matmul_schedule"]
 
 
 def _output(dag):
@@ -120,3 +120,53 @@ def _gemm_radix(dag, layout: str) -> int:
     group in NHWC (``rk % C``), kernel positions in NCHW (``rk % (KH*KW)``)."""
     w = dag.inputs[1].shape
     return w[2] if layout == "NHWC" else w[2] * w[3]
+
+
+def gpu_matmul_schedule(dag, tile: tuple = (4, 4), threads: tuple = (8, 8), vthreads: tuple = (2, 2),
+                        k_tile: int = 8, vector: int = 4) -> Schedule:
+    """The classic shared-memory tiled GPU matmul for ``C = A @ B`` (target ``cuda``).
+
+    A block computes a ``vthreads * threads * tile`` tile of C (per dimension) with
+    ``threads[0] * threads[1]`` threads (one fused threadIdx.x); each thread accumulates
+    ``vthreads`` sub-tiles of ``tile`` elements in registers (cache_write local). For each
+    ``k_tile`` slice of the reduction, the slices of A and B the block needs are staged in shared
+    memory (cache_read, computed at the reduction-outer loop) by a cooperative fetch: the copy's
+    loops fused, split by ``vector`` (vectorized) and by the thread count (bound to threadIdx.x).
+    Works for any M, N, K (non-divisible extents are guarded).
+    """
+    s = Schedule(dag)
+    C = _output(dag)
+    A, B = dag.inputs[0], dag.inputs[1]
+    CC = s.cache_write(C, "local")
+    AA = s.cache_read(A, "shared", [s[CC]])
+    BB = s.cache_read(B, "shared", [s[CC]])
+    (ty_n, tx_n), (vy_n, vx_n), (yi_n, xi_n) = threads, vthreads, tile
+    i, j = s[C].axes
+    by, i = s[C].split(i, factor=vy_n * ty_n * yi_n)
+    bx, j = s[C].split(j, factor=vx_n * tx_n * xi_n)
+    vy, i = s[C].split(i, nparts=vy_n)
+    vx, j = s[C].split(j, nparts=vx_n)
+    ty, yi = s[C].split(i, nparts=ty_n)
+    tx, xi = s[C].split(j, nparts=tx_n)
+    s[C].reorder(by, bx, vy, vx, ty, tx, yi, xi)
+    s[C].bind(by, "blockIdx.y")
+    s[C].bind(bx, "blockIdx.x")
+    s[C].bind(vy, "vthread")
+    s[C].bind(vx, "vthread")
+    t = s[C].fuse(ty, tx)
+    s[C].bind(t, "threadIdx.x")
+    s[CC].compute_at(s[C], t)
+    ci, cj = s[CC].axes
+    (k,) = s[CC].reduce_axes
+    ko, ki = s[CC].split(k, factor=k_tile)
+    s[CC].reorder(ko, ki, ci, cj)
+    s[CC].unroll(cj)
+    n_threads = ty_n * tx_n
+    for cache in (AA, BB):
+        s[cache].compute_at(s[CC], ko)
+        fused = s[cache].fuse(*s[cache].axes)
+        outer, vec = s[cache].split(fused, factor=vector)
+        _, thread = s[cache].split(outer, factor=n_threads)
+        s[cache].bind(thread, "threadIdx.x")
+        s[cache].vectorize(vec)
+    return s
