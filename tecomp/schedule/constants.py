@@ -58,8 +58,8 @@ class ConstantSplit:
 
 
 def check_constants(dag, constants: dict) -> dict:
-    """``{name: C-contiguous array}`` of ``constants`` (copied, read-only), checked against the DAG's
-    inputs: an unknown name raises ``KeyError`` listing the inputs, a wrong shape or dtype
+    """``{name: C-contiguous array}`` of ``constants`` (copied, read-only), checked against the
+    DAG's inputs: an unknown name raises ``KeyError`` listing the inputs, a wrong shape or dtype
     ``ValueError``/``TypeError``."""
     if not isinstance(constants, dict):
         raise TypeError(f"constants= must be a dict of input name -> array, got "

@@ -7,7 +7,7 @@ from ..schedule.inline import effective_readers
 from ..schedule.state import State
 
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
-           "is_tiled", "spatial_size", "reduce_size", "has_data_dependent_loops"]
+           "is_tiled", "spatial_size", "reduce_size", "small_reduction", "has_data_dependent_loops"]
 
 
 def is_output(state: State, sid: int) -> bool:
@@ -106,6 +106,18 @@ def reduce_size(state: State, sid: int) -> int:
     for a in state.stages[sid].op.reduce_axes:
         n *= a.const_extent or 1
     return n
+
+
+#: reductions of at most this many points are tiled whole (depthwise conv: a 3x3 window)
+SMALL_REDUCTION = 16
+
+
+def small_reduction(state: State, sid: int) -> bool:
+    """A constant reduction of at most :data:`SMALL_REDUCTION` points (a depthwise conv's KHxKW
+    window): multi-level tiling leaves it unsplit."""
+    axes = state.stages[sid].op.reduce_axes
+    return bool(axes) and all(a.const_extent for a in axes) \
+        and reduce_size(state, sid) <= SMALL_REDUCTION
 
 
 def has_data_dependent_loops(state: State, sid: int) -> bool:

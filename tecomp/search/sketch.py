@@ -115,12 +115,17 @@ class SketchRule:
 def multi_level_tile(p: _Partial, sid: int, structure: str = TILING_CPU) -> dict:
     """Split every constant-extent loop of the stage into the levels of ``structure`` (S: spatial,
     R: reduction) and order the parts level by level. Returns {root loop name: [split step
-    index or None, part names]}."""
+    index or None, part names]}.
+
+    A tiny reduction (:func:`analysis.small_reduction`: a depthwise conv's KHxKW window) is not
+    split: its loops sit whole at the last R level, just outside the innermost (register) tile,
+    which is what a depthwise kernel wants; splitting 3 into 2 levels only adds holes."""
     n_s, n_r = structure.count("S"), structure.count("R")
     stage = p.state.stages[sid]
+    small_r = an.small_reduction(p.state, sid)
     parts = {}
     for it in list(stage.iters):
-        n = n_s if it.kind is IterKind.SPATIAL else n_r
+        n = n_s if it.kind is IterKind.SPATIAL else 1 if small_r else n_r
         pos = p.state.iter_index(sid, it.name)
         if it.const_extent is None or n == 1:
             parts[it.name] = (None, [it.name], it.kind)
@@ -137,8 +142,9 @@ def multi_level_tile(p: _Partial, sid: int, structure: str = TILING_CPU) -> dict
         lv = level[kind]
         level[kind] += 1
         for _, names, k in parts.values():
-            if k is kind and lv < len(names) and names[lv] not in dynamic:
-                order.append(names[lv])
+            at = lv - (n_r - 1) if small_r and k is IterKind.REDUCE else lv  # last R level
+            if k is kind and 0 <= at < len(names) and names[at] not in dynamic:
+                order.append(names[at])
     # unsplit loops of kinds the structure lacks, then data-dependent loops (sparse rows), which
     # must sit inside every loop their extent depends on
     for _, names, _k in parts.values():

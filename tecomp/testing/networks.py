@@ -6,7 +6,8 @@ from collections import OrderedDict
 
 from . import workloads as W
 
-__all__ = ["layer_specs", "layer_set", "NETWORKS"]
+__all__ = ["layer_specs", "layer_set", "conv_specs", "conv_kind", "conv_layer", "small_size",
+           "NETWORKS"]
 
 
 def _conv(layers, C, H, O, k, s, p, groups=1):
@@ -99,3 +100,36 @@ def layer_set(name: str, batch: int = 1, layout: str = "NHWC", method: str = "di
             wl = W.conv2d(batch, C, H, H, O, k, k, s, p, 1, g, layout, method)
         out.append((wl, count))
     return out
+
+
+def conv_specs(*names: str) -> list:
+    """The distinct conv specs ``("conv", C, H, O, k, stride, pad, groups)`` of the named networks,
+    in order of first appearance."""
+    out = {}
+    for name in names:
+        for spec, _ in layer_specs(name):
+            if spec[0] == "conv":
+                out.setdefault(spec, None)
+    return list(out)
+
+
+def conv_kind(spec) -> str:
+    """A short name of what a conv spec exercises: ``"dw3x3s2"``, ``"1x1s2"``, ``"7x7s2"`` ..."""
+    _, C, _, _, k, s, _, g = spec
+    kind = f"{k}x{k}s{s}"
+    return f"dw{kind}" if g == C and g > 1 else kind if g == 1 else f"g{g}-{kind}"
+
+
+def small_size(spec) -> int:
+    """A small input size with the spec's kernel, stride and padding unchanged: a few output rows
+    (at least 3), so that both padded borders and the stride are exercised."""
+    _, _, H, _, k, s, p, _ = spec
+    return min(H, max(k - 2 * p + 2 * s + 1, 3))
+
+
+def conv_layer(spec, batch: int = 1, layout: str = "NHWC", method: str = "direct",
+               size: int | None = None):
+    """The Workload of one conv spec; ``size`` replaces the (square) input size."""
+    _, C, H, O, k, s, p, g = spec
+    H = H if size is None else size
+    return W.conv2d(batch, C, H, H, O, k, k, s, p, 1, g, layout, method)
