@@ -75,19 +75,22 @@ def cmd_best(args) -> int:
                      "best_ms": b.cost * 1e3 if b else None,
                      "gflops": (None if b is None or math.isnan(t.gflops(b.cost))
                                 else t.gflops(b.cost)),
-                     "records": len(t.records), "errors": t.errors})
+                     "records": len(t.records), "errors": t.errors,
+                     # sparse tasks: the hash of the index data the best record was tuned on
+                     "data": b.data_hash if b else ""})
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
     kw = max(args.key_chars, 4)
     tw = max(6, max(len(r["target"]) for r in rows))
+    data = any(r["data"] for r in rows)  # the column only where some task has index data
     print(f"{'key':<{kw}}  {'target':<{tw}}  {'best ms':>10}  {'GFLOP/s':>8}  {'records':>7}  "
-          f"{'errors':>6}")
+          f"{'errors':>6}" + ("  data" if data else ""))
     for r in rows:
         ms = f"{r['best_ms']:10.4f}" if r["best_ms"] is not None else f"{'-':>10}"
         gf = f"{r['gflops']:8.2f}" if r["gflops"] is not None else f"{'-':>8}"
         print(f"{r['key'][:kw]:<{kw}}  {r['target']:<{tw}}  {ms}  {gf}  {r['records']:>7}  "
-              f"{r['errors']:>6}")
+              f"{r['errors']:>6}" + (f"  {r['data'] or '-'}" if data else ""))
     return 0
 
 

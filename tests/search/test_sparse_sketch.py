@@ -145,7 +145,7 @@ def test_data_hash_is_stable_and_names_the_index_data():
     assert tc.SearchTask(wl.dag, "llvm").data_hash == ""
 
 
-def test_tuning_csr_spmm_records_the_data_hash(tmp_path):
+def test_tuning_csr_spmm_records_the_data_hash(tmp_path, capsys):
     wl = W.csr_spmm(64, 48, 32, density=0.1, empty_rows=8, dense_row=True, seed=11)
     task = _task(wl)
     log = str(tmp_path / "csr.jsonl")
@@ -161,3 +161,7 @@ def test_tuning_csr_spmm_records_the_data_hash(tmp_path):
     rng = np.random.default_rng(1)
     _check(k, wl, wl.make_inputs(rng))
     _check(k, wl, _other_inputs(wl, rng))  # the tuned kernel on data it was not tuned on
+    from tecomp.cli import main
+    assert main(["best", log]) == 0
+    head, row = capsys.readouterr().out.splitlines()[:2]
+    assert head.split()[-1] == "data" and row.split()[-1] == task.data_hash
