@@ -31,8 +31,13 @@ class RfactorStep(Step):
         s = _stage(state, self.stage_id, "rfactor")
         it = _iter(s, self.iter_id, "rfactor")
         op = s.op
-        if not isinstance(op.body, Reduce) or op.is_ragged:
-            raise ScheduleError(f"rfactor: '{s.name}' is not a reduction over a rectangular domain")
+        if not isinstance(op.body, Reduce):
+            raise ScheduleError(f"rfactor: '{s.name}' is not a reduction")
+        if op.is_ragged and self.factor_iter_id != len(op.axes):
+            # a ragged stage (SDDMM) keeps its output index; the factor axis becomes the partials'
+            # last dimension: NAME.rf[out_index..., k.f]
+            raise ScheduleError(f"rfactor: '{s.name}' has a data-dependent output domain; its "
+                                f"factor axis must come last (position {len(op.axes)})")
         if it.kind is not IterKind.REDUCE or it.const_extent is None:
             raise ScheduleError(f"rfactor: loop '{it.name}' of '{s.name}' is not a reduction loop "
                                 f"of constant extent")
@@ -70,16 +75,31 @@ class RfactorStep(Step):
         # nothing left to reduce (the whole axis was factored out): the partials are the values
         rf_op = ComputeOp(f"{op.name}.rf", tuple(spatial),
                           Reduce(red.kind, source, raxes) if raxes else source, tag=op.tag)
-        shape = tuple(a.const_extent for a in spatial)
+        if op.is_ragged:
+            rf_op = ComputeOp(rf_op.name, rf_op.axes, rf_op.body, out_index=op.out_index + (kf,),
+                              tag=op.tag)
+            shape = s.tensor.shape + (it.const_extent,)
+        else:
+            shape = tuple(a.const_extent for a in spatial)
         if any(x is None for x in shape):
             raise ScheduleError(f"rfactor: '{s.name}' has data-dependent spatial extents")
         rf = Tensor(rf_op, shape, s.tensor.dtype, rf_op.name)
-        axes = tuple(IterVar(a.name, a.begin, a.end, IterKind.SPATIAL) for a in op.axes)
+        axes, fresh = [], {}
+        for a in op.axes:  # ragged bounds refer to outer axes: rename them in order
+            fresh[a] = IterVar(a.name, substitute(a.begin, fresh), substitute(a.end, fresh),
+                               IterKind.SPATIAL)
+            axes.append(fresh[a])
+        axes = tuple(axes)
         r = IterVar(it.name, Const(0, dt.INDEX), Const(it.const_extent, dt.INDEX), IterKind.REDUCE)
-        idx = list(axes)
-        idx.insert(self.factor_iter_id, r)
-        s.op = ComputeOp(op.name, axes, Reduce(red.kind, rf[tuple(idx)], (r,)), checks=op.checks,
-                         tag=op.tag)
+        if op.is_ragged:
+            out_index = tuple(substitute(e, fresh) for e in op.out_index)
+            idx = list(out_index) + [r]
+        else:
+            out_index = None
+            idx = list(axes)
+            idx.insert(self.factor_iter_id, r)
+        s.op = ComputeOp(op.name, axes, Reduce(red.kind, rf[tuple(idx)], (r,)), out_index=out_index,
+                         checks=op.checks, tag=op.tag)
         s.relations = []
         s.invalidate()
         _insert_stage(state, self.stage_id, StageState(rf, rf_op))

@@ -258,6 +258,10 @@ def _vectorize(state, steps, table, rng) -> None:
         if n_max == 0:
             continue
         n = _choose(table, s.name, n_max + 1, rng, 1)
+        if n == 0 and _sparse_nest(state, sid):
+            # a sparse row's dense dimension is contiguous: scalar code there only loses (measured:
+            # unvectorized candidates took a third of a 64-trial CSR SpMM budget)
+            n = table[s.name] = 1
         if n == 0:
             continue
         first = len(its) - n

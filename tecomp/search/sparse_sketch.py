@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ..ir.expr import BinOp, BinOpKind, Const, IterKind, Var, walk
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep
+from ..schedule.rfactor import RfactorStep
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError
 from ..schedule.steps import AnnotationStep, ReorderStep, SplitStep
 from . import analysis as an
@@ -118,7 +119,10 @@ class SparseRowTiling(SketchRule):
 
 class SparseRaggedRows(SketchRule):
     """SDDMM-like stages (one output per nonzero, a dense reduction each): rows outer, the row's
-    nonzeros, the reduction split so that its inner part unrolls."""
+    nonzeros, the reduction split. Two sketches: the split alone (its inner part unrolls), and the
+    inner part factored out (rfactor) into a partials stage ``NAME.rf[nnz, V]`` whose ``V`` lanes
+    are vectorized: without reassociation (no fast-math) that is the only way to vectorize a dot
+    product; the stage then sums each nonzero's ``V`` partials."""
     name = "sparse_ragged"
 
     def meet(self, p, sid, task):
@@ -131,12 +135,29 @@ class SparseRaggedRows(SketchRule):
 
     def apply(self, p, sid, task):
         st = p.state
+        first = None
         for it in list(st.stages[sid].iters):
             if it.kind is IterKind.REDUCE and it.const_extent is not None and it.const_extent > 1:
                 p.apply(SplitStep(sid, st.iter_index(sid, it.name), (1,), True),
                         lambda i, ext=it.const_extent: TileHole(i, ext, 2))
-        p.tag("sparse_ragged")
-        return [(p, sid - 1)]
+                first = it.name if first is None else first
+        out = []
+        q = p.copy()
+        q.tag("sparse_ragged")
+        out.append((q, sid - 1))
+        if first is not None and len(st.stages[sid].op.reduce_axes) == 1:
+            r = p.copy()
+            n_axes = len(r.state.stages[sid].op.axes)
+            r.apply(RfactorStep(sid, r.state.iter_index(sid, f"{first}.1"), n_axes))
+            # the partials stage (now at sid): rows, nonzeros, the rest of the reduction, the lanes
+            rf = r.state.stages[sid]
+            lanes = [it.name for it in rf.iters if it.kind is IterKind.SPATIAL
+                     and it.const_extent is not None and it.name.endswith(".f")]
+            others = [it.name for it in rf.iters if it.name not in lanes]
+            r.apply(ReorderStep(sid, tuple(r.state.iter_index(sid, nm) for nm in others + lanes)))
+            r.tag("sparse_ragged_rf")
+            out.append((r, sid - 1))
+        return out
 
 
 #: the sparse rules, tried right after inlining, before the dense rules (they claim only sparse

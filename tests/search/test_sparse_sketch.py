@@ -114,21 +114,23 @@ def test_spmm_sketch_structure():
 def test_balanced_mode_equals_static_mode(case):
     wl = CASES[case]()
     task = _task(wl)
-    (sk,) = generate_sketches(task)
-    stage = wl.dag.outputs[0].op.name
     old = P.get_num_threads()
     try:
         P.set_num_threads(2)
-        base = materialize(task, 0, sk, {"chunk": {stage: 0}}, np.random.default_rng(3))
-        assert "parallel_schedule" not in str(tc.lower(base.state))
         ins = _other_inputs(wl, np.random.default_rng(9))
-        ref = _check(tc.build(wl.dag, "llvm", schedule=base.state, cache=False), wl, ins)
-        for chunk in (1, 4, 64):
-            dec = dict(base.decisions, chunk={stage: chunk})
-            cand = materialize(task, 0, sk, dec, np.random.default_rng(3))
-            assert f"parallel_chunk={chunk}" in str(tc.lower(cand.state))
-            got = tc.build(wl.dag, "llvm", schedule=cand.state, cache=False)(*ins)
-            np.testing.assert_array_equal(got, ref)
+        for sid, sk in enumerate(generate_sketches(task)):
+            names = [st.name for st in materialize(task, sid, sk, {}, np.random.default_rng(0))
+                     .state.stages if not st.is_placeholder]
+            base = materialize(task, sid, sk, {"chunk": {n: 0 for n in names}},
+                               np.random.default_rng(3))
+            assert "parallel_schedule" not in str(tc.lower(base.state))
+            ref = _check(tc.build(wl.dag, "llvm", schedule=base.state, cache=False), wl, ins)
+            for chunk in (1, 4, 64):
+                dec = dict(base.decisions, chunk={n: chunk for n in names})
+                cand = materialize(task, sid, sk, dec, np.random.default_rng(3))
+                assert f"parallel_chunk={chunk}" in str(tc.lower(cand.state))
+                got = tc.build(wl.dag, "llvm", schedule=cand.state, cache=False)(*ins)
+                np.testing.assert_array_equal(got, ref)
     finally:
         P.set_num_threads(old)
 
@@ -165,3 +167,24 @@ def test_tuning_csr_spmm_records_the_data_hash(tmp_path, capsys):
     assert main(["best", log]) == 0
     head, row = capsys.readouterr().out.splitlines()[:2]
     assert head.split()[-1] == "data" and row.split()[-1] == task.data_hash
+
+
+def test_sddmm_dot_product_vectorized_through_ragged_rfactor():
+    """The rfactor sketch of SDDMM: partials NAME.rf[nnz, V] with V vectorized lanes, then the sum
+    of each nonzero's lanes; LLVM and the loop-IR interpreter agree with numpy."""
+    wl = CASES["sddmm_empty_dense"]()
+    task = _task(wl)
+    sketches = generate_sketches(task)
+    (sid,) = [n for n, sk in enumerate(sketches) if sk.name == "sparse_ragged_rf"]
+    cand = materialize(task, sid, sketches[sid], {"tile": {"0": [3]}}, np.random.default_rng(0))
+    text = str(tc.lower(cand.state))
+    assert "global float32 sddmm.rf[79][3]" in text and "vectorized for (k.1.f" in text
+    k = tc.build(wl.dag, "llvm", schedule=cand.state, cache=False)
+    ins = _other_inputs(wl, np.random.default_rng(4))
+    got = _check(k, wl, ins)
+    np.testing.assert_allclose(k.emulate(*ins), got, rtol=1e-5, atol=1e-5)
+    s = tc.Schedule(wl.dag)  # the factor axis of a ragged stage must come last
+    out = wl.dag.outputs[0]
+    ko, ki = s[out].split(s[out].reduce_axes[0], factor=3)
+    with pytest.raises(tc.ScheduleError, match="must come last"):
+        s.rfactor(out, ki, factor_axis=0)
