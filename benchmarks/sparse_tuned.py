@@ -1,5 +1,5 @@
-"""Tune sparse kernels with their real index data and time them beside scipy.sparse, torch.sparse and
-the best numpy/scipy formulation, fp32, from one run.
+"""Tune sparse kernels with their real index data and time them beside scipy.sparse, torch.sparse
+and the best numpy/scipy formulation, fp32, from one run.
 
     benchmarks/run.sh sparse_tuned.py [--trials 64] [--threads 2] [--logdir DIR] [--quick]
 
@@ -91,7 +91,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=64, help="measurements per task")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--logdir", default=None, help="keep the tuning logs here (default: a temp dir)")
+    ap.add_argument("--logdir", default=None,
+                    help="keep the tuning logs here (default: a temp dir)")
     ap.add_argument("--quick", action="store_true", help="256-row matrices (a smoke run)")
     args = ap.parse_args()
     import torch
@@ -123,14 +124,13 @@ def main():
                 for pname, fn in cands.items():
                     t = time_callable(fn, repeat=5, min_repeat_s=0.1)
                     times[pname] = min(times.get(pname, float("inf")), t)
-        sketch = res.best_steps is not None and "ok" or "none valid"
-        rows.append((name, res.trials, wall, times, sketch))
-        print(f"  {name}: {res.trials} trials in {wall:.0f} s, tecomp {times['tecomp'] * 1e3:.3f} ms, "
-              f"data {task.data_hash}", flush=True)
+        rows.append((name, res.trials, wall, times))
+        print(f"  {name}: {res.trials} trials in {wall:.0f} s, "
+              f"tecomp {times['tecomp'] * 1e3:.3f} ms, data {task.data_hash}", flush=True)
     print(f"\nall tasks: {time.perf_counter() - t_all:.0f} s wall, load average now "
           f"{os.getloadavg()[0]:.2f}")
     print(f"\n{'task':<24} {'trials':>6} {'tune s':>7} {'tecomp ms':>10}  peers: ms (peer/tecomp)")
-    for name, trials, wall, times, _ in rows:
+    for name, trials, wall, times in rows:
         t = times["tecomp"]
         peer = "  ".join(f"{p} {v * 1e3:.3f} ({v / t:.2f}x)" for p, v in times.items()
                          if p != "tecomp")

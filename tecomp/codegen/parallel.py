@@ -36,7 +36,8 @@ from ..ir.loop import (PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, Allocate
 from .llvm_expr import I32, I64, PTR, VOID, ident, reg_type
 from .threadpool import DYNAMIC_ENTRY, ENTRY, MAX_THREADS, default_num_threads, loaded, runtime
 
-__all__ = ["emit_parallel", "parallel_schedule", "captures", "set_num_threads", "get_num_threads", "default_num_threads",
+__all__ = ["emit_parallel", "parallel_schedule", "captures", "set_num_threads", "get_num_threads",
+           "default_num_threads",
            "set_spin_time", "shutdown", "stats", "ENTRY", "DYNAMIC_ENTRY"]
 
 
@@ -199,7 +200,8 @@ def emit_parallel(em, s: For) -> None:
     entry = _outline(em, s, ctype, cap_bufs, cap_vars)
     mode, chunk = parallel_schedule(s)
     if mode is ParallelSchedule.DYNAMIC:
-        b.call(em.declare(DYNAMIC_ENTRY, VOID, [PTR, PTR, I64, I64]), [entry, closure, n, I64(chunk)])
+        b.call(em.declare(DYNAMIC_ENTRY, VOID, [PTR, PTR, I64, I64]),
+               [entry, closure, n, I64(chunk)])
     else:
         b.call(em.declare(ENTRY, VOID, [PTR, PTR, I64]), [entry, closure, n])
     em.cache = {}  # the body may have written memory that later expressions read

@@ -45,7 +45,8 @@ import llvmlite.binding as llvm
 
 from .llvm_jit import LOCK, compile_object, jit, load_object, triple_and_layout
 
-__all__ = ["ENTRY", "DYNAMIC_ENTRY", "MAX_THREADS", "SPIN_SECONDS", "SYMBOLS", "runtime", "loaded", "object_code",
+__all__ = ["ENTRY", "DYNAMIC_ENTRY", "MAX_THREADS", "SPIN_SECONDS", "SYMBOLS", "runtime", "loaded",
+           "object_code",
            "default_num_threads"]
 
 #: the symbol kernels call
@@ -315,7 +316,8 @@ post:
   store i64 %n, ptr @rt_job_n, align 8
   store i64 %c, ptr @rt_job_c, align 8
   store i64 %chunk, ptr @rt_job_chunk, align 8
-  store atomic i64 0, ptr @rt_job_next monotonic, align 8 ; published to the workers by the seq_cst go bumps
+  ; published to the workers by the seq_cst go bumps below
+  store atomic i64 0, ptr @rt_job_next monotonic, align 8
   %cm1 = sub i64 %c, 1
   %cm1w = trunc i64 %cm1 to i32
   store atomic i32 %cm1w, ptr @rt_remaining seq_cst, align 4

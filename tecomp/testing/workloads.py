@@ -18,7 +18,8 @@ import numpy as np
 from .. import ir, ops
 from . import reference as ref
 
-__all__ = ["Workload", "random_csr", "random_bsr", "random_pattern_like", "matmul", "batch_matmul", "conv2d", "csr_spmm",
+__all__ = ["Workload", "random_csr", "random_bsr", "random_pattern_like", "matmul", "batch_matmul",
+           "conv2d", "csr_spmm",
            "bsr_spmm", "sddmm", "softmax", "matmul_bias_relu", "WORKLOADS", "get_workload"]
 
 

@@ -31,7 +31,8 @@ def threads(request):
 
 
 def _counting_kernel(n, pragmas, begin=0):
-    """``B[i] = B[i] + A[i] * 2`` over ``[begin, begin + n)``: an iteration run twice or never shows."""
+    """``B[i] = B[i] + A[i] * 2`` over ``[begin, begin + n)``: an iteration run twice or never
+    shows."""
     size = max(begin + n, 1)
     A, B = Buffer("A", (size,), dt.float32), Buffer("B", (size,), dt.float32)
     i = Var("i")
@@ -121,6 +122,6 @@ def test_pragma_values_are_checked():
     with pytest.raises(tc.ScheduleError, match="chunk must be >= 1"):
         s[out].pragma(i, PRAGMA_PARALLEL_CHUNK, 0)
     with pytest.raises(ValueError, match="not a ParallelSchedule"):
-        P.parallel_schedule(For(Var("i"), c64(0), c64(4), ForKind.PARALLEL,
-                                Store(Buffer("B", (4,), dt.float32), (c64(0),), Const(1.0, dt.float32)),
+        store = Store(Buffer("B", (4,), dt.float32), (c64(0),), Const(1.0, dt.float32))
+        P.parallel_schedule(For(Var("i"), c64(0), c64(4), ForKind.PARALLEL, store,
                                 pragmas=((PRAGMA_PARALLEL_SCHEDULE, 9),)))
