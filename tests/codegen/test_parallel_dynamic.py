@@ -125,3 +125,23 @@ def test_pragma_values_are_checked():
         store = Store(Buffer("B", (4,), dt.float32), (c64(0),), Const(1.0, dt.float32))
         P.parallel_schedule(For(Var("i"), c64(0), c64(4), ForKind.PARALLEL, store,
                                 pragmas=((PRAGMA_PARALLEL_SCHEDULE, 9),)))
+
+
+def test_dynamic_kernel_as_object_code_links_to_the_pool():
+    """Deployment: a kernel object calling the balanced entry counts as parallel, resolves against
+    the registered pool and computes what the JIT kernel does."""
+    from tecomp.codegen.objects import compile_object, load_kernel, unresolved
+    n = 777
+    A, B = Buffer("A", (n,), dt.float32), Buffer("B", (n,), dt.float32)
+    i = Var("i")
+    func = PrimFunc("dyn_obj", [A, B], For(i, c64(0), c64(n), ForKind.PARALLEL,
+                                           Store(B, (i,), Load(A, (i,)) * 3.0),
+                                           pragmas=DYN + ((PRAGMA_PARALLEL_CHUNK, 5),)))
+    ko = compile_object(func)
+    assert ko.parallel and P.DYNAMIC_ENTRY in ko.imports and P.ENTRY not in ko.imports
+    assert not unresolved(ko.imports)  # emitting it started the pool: both entries
+    k = load_kernel(func, ko.symbol, ko.object)
+    a = RNG.standard_normal(n).astype(np.float32)
+    b = np.zeros(n, np.float32)
+    k.run([a, b])
+    np.testing.assert_array_equal(b, a * np.float32(3))
