@@ -10,6 +10,8 @@ Decisions (JSON-able, stored in the records beside the steps):
 - ``chunk``: stage name -> how a parallel loop over data-dependent work (sparse rows) is divided:
   0 static equal chunks, else dynamic chunks of that many iterations (ParallelSchedule.DYNAMIC);
 - ``vec``: stage name -> number of inner loops fused into the vectorized loop (0: none);
+- ``pack``: input name -> inner tile levels of its reader the weight is re-laid out to (0: none;
+  :mod:`tecomp.search.layout_rewrite`);
 - ``unroll``: stage name -> ``auto_unroll_max_step`` (0: none).
 
 :func:`materialize` replays a sketch under decisions, sampling every missing or no longer valid
@@ -28,6 +30,7 @@ from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
 from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep
 from ..target import TargetKind
 from . import analysis as an
+from .layout_rewrite import pack_weights
 from .sketch import Sketch, TileHole
 
 __all__ = ["Candidate", "materialize", "factorizations", "UNROLL_CHOICES", "CHUNK_CHOICES",
@@ -110,7 +113,8 @@ def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> C
     if task.target.kind is TargetKind.CUDA:
         from .gpu_annotate import materialize_gpu  # imports this module
         return materialize_gpu(task, sketch_id, sketch, decisions, rng)
-    d = {k: dict(decisions.get(k, {})) for k in ("tile", "loc", "par", "vec", "unroll", "chunk")}
+    d = {k: dict(decisions.get(k, {}))
+         for k in ("tile", "loc", "par", "vec", "unroll", "chunk", "pack")}
     tiles = {}
     for idx, h in sketch.holes.items():
         if isinstance(h, TileHole):
@@ -123,6 +127,7 @@ def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> C
     try:
         state = State.replay(task.dag, steps)
         _compute_locations(state, steps, d["loc"], rng)
+        pack_weights(state, steps, d["pack"], rng, _apply)  # after: the pack stays at root
         _parallel(state, steps, d["par"], rng, task.hardware.num_cores, d["chunk"])
         _vectorize(state, steps, d["vec"], rng)
         _unroll(state, steps, d["unroll"], rng)

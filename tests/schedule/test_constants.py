@@ -121,3 +121,30 @@ def test_constant_errors_name_the_problem(packed_matmul):
         tc.build(wl.dag, schedule=s, constants={"B": b.tolist()})
     with pytest.raises(NotImplementedError, match="llvm target only"):
         tc.build(wl.dag, "cuda", constants={"B": b})
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_the_search_pack_decision_is_folded_by_constants(layout):
+    """A random candidate told to pack the weight (decision ``pack``) builds with constants=: the
+    packed weight is an argument and no loop nest of the kernel writes it."""
+    from tecomp.search.annotate import materialize
+    from tecomp.search.sketch import generate_sketches
+    from tecomp.search.task import SearchTask
+    wl = W.conv2d(1, 8, 9, 9, 24, 3, 3, 2, 1, 1, 1, layout, "direct")
+    task = SearchTask(wl.dag)
+    sketches = generate_sketches(task)
+    rng = np.random.default_rng(7)
+    x, w = wl.make_inputs(rng)
+    folded = 0
+    for i in range(12):
+        sk = sketches[i % len(sketches)]
+        cand = materialize(task, i % len(sketches), sk, {"pack": {"weight": 3}}, rng)
+        if cand is None or not any(st.name == "weight.global" for st in cand.state.stages):
+            continue  # inner tiles of length 1: nothing to pack
+        k = tc.build(wl.dag, schedule=tc.Schedule(wl.dag, cand.steps), constants={"weight": w},
+                     cache=False)
+        assert "weight" not in _params(k) and "weight.global" in _params(k)
+        assert "weight.global" not in _stored(k.func)
+        np.testing.assert_allclose(k(x), wl.reference([x, w])[0], rtol=1e-4, atol=1e-4)
+        folded += 1
+    assert folded >= 3

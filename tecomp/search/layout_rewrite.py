@@ -1,0 +1,76 @@
+"""The ``pack`` decision: re-lay a weight out into the tile layout of the stage that reads it
+(Ansor's layout rewrite, as a decision of the search instead of a fixed DAG rewrite).
+
+For a tiled reduction (matmul, conv) reading an input whose one dimension is indexed by exactly one
+split spatial axis (``B[k, j]`` by ``j``; a conv weight by the output channel ``o``), the decision
+picks how many inner tile levels of that axis the packed layout follows: 0 keeps the input as it
+is; ``L >= 1`` adds a root ``cache_read(pack=(dim, f))`` with ``f`` the product of the axis's
+``L`` innermost tile lengths, so that one tile's weights are contiguous. The pack stage depends
+only on the weight: ``tc.build(..., constants={...})`` runs it once at build time; without
+``constants=`` it is part of the timed kernel.
+"""
+from __future__ import annotations
+
+from ..ir.expr import TensorRead, Var, walk
+from ..schedule.compute_steps import CacheReadStep
+from ..schedule.state import ComputeLocation
+from . import analysis as an
+
+__all__ = ["pack_candidates", "pack_weights"]
+
+
+def pack_candidates(state) -> list:
+    """``[(input stage id, reader stage id, dim, axis name), ...]`` of the packable inputs."""
+    out = []
+    inputs = {id(t): k for k, t in enumerate(state.dag.inputs)}
+    for rid, r in enumerate(state.stages):
+        if r.is_placeholder or r.location is ComputeLocation.INLINE or not r.op.reduce_axes \
+                or not an.is_tiled(state, rid) or an.has_data_dependent_loops(state, rid):
+            continue
+        spatial = {id(a): a.name for a in r.op.axes}
+        for t in r.op.inputs:
+            reads = [x for x in walk(r.op.body) if isinstance(x, TensorRead) and x.tensor is t]
+            if id(t) not in inputs or len(reads) != 1:
+                continue
+            dims = [d for d, i in enumerate(reads[0].indices)
+                    if isinstance(i, Var) and id(i) in spatial]
+            if len(dims) != 1:
+                continue
+            sid = next(k for k, s in enumerate(state.stages) if s.tensor is t)
+            out.append((sid, rid, dims[0], spatial[id(reads[0].indices[dims[0]])]))
+    return out
+
+
+def _inner_levels(stage, axis: str) -> list:
+    """Extents of the split parts ``axis.1``, ``axis.2``, ... of a tiled stage (outer to inner)."""
+    ext = {it.name: it.const_extent for it in stage.iters}
+    out, k = [], 1
+    while f"{axis}.{k}" in ext:
+        out.append(ext[f"{axis}.{k}"] or 1)
+        k += 1
+    return out
+
+
+def pack_weights(state, steps, table: dict, rng, apply) -> None:
+    """Apply the ``pack`` decisions (input name -> inner tile levels followed, 0: none)."""
+    done = set()
+    while True:  # candidates anew after each pack: the cache stage shifts the stage ids
+        todo = [c for c in pack_candidates(state) if state.stages[c[0]].name not in done]
+        if not todo:
+            return
+        sid, rid, dim, axis = todo[0]
+        name = state.stages[sid].name
+        done.add(name)
+        levels = _inner_levels(state.stages[rid], axis)
+        v = table.get(name)
+        if not isinstance(v, int) or not 0 <= v <= len(levels):
+            v = int(rng.integers(len(levels) + 1))
+        table[name] = v
+        if not v:
+            continue
+        factor = 1
+        for x in levels[len(levels) - v:]:
+            factor *= x
+        if factor > 1:
+            apply(state, steps, CacheReadStep(sid, "global", (rid,), (dim, factor)))
+
