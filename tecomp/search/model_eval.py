@@ -7,6 +7,10 @@ and the model trained on the first part is scored on the second::
     python -m tecomp.search.model_eval tuning_logs/matmul_random.jsonl \\
         --workload matmul --shape 1024 1024 1024
 
+``--train-log`` adds other runs' logs of the same workload to the training data (a model that
+has seen earlier tuning runs, as a resumed or repeated tuning has); programs of the held-out rounds
+are removed from them, so the test set stays unseen.
+
 Reported: pairwise ranking accuracy (the share of test pairs with different measured throughput
 that the model orders the same way; failed runs have throughput 0) and top-k recall (how many of
 the k fastest test programs are among the model's k best), beside the feature extraction speed
@@ -80,16 +84,20 @@ def candidates_from_records(dag, records) -> tuple:
     return cands, np.asarray(costs, dtype=np.float64), skipped
 
 
-def evaluate(task, records, train_frac: float = 0.7, k: int = 32, **model_kw) -> dict:
+def evaluate(task, records, train_frac: float = 0.7, k: int = 32, extra_records=(),
+             **model_kw) -> dict:
     """Train an :class:`~tecomp.search.xgb_model.XGBModel` on the first ``train_frac`` of the
     records of ``task`` (log order) and score it on the rest.
+
+    ``extra_records`` (other runs of the same workload) are added to the training data, less
+    the programs of the held-out part.
 
     Returns
     -------
     dict
         ``n_train``, ``n_test``, ``pairwise_accuracy``, ``top_k_recall``, ``k``,
         ``train_pairwise_accuracy``, ``extract_per_s`` (lowering + features),
-        ``train_seconds``, ``skipped``.
+        ``train_seconds``, ``skipped``, ``n_extra`` (extra training programs used).
     """
     from .features import FeatureExtractor
     from .xgb_model import XGBModel
@@ -97,20 +105,27 @@ def evaluate(task, records, train_frac: float = 0.7, k: int = 32, **model_kw) ->
     n_train = int(round(train_frac * len(cands)))
     if n_train < 2 or len(cands) - n_train < 2:
         raise ValueError(f"too few records of this workload to split ({len(cands)})")
+    test_keys = {c.key for c in cands[n_train:]}
+    extra, extra_costs, _ = candidates_from_records(task.dag, extra_records)
+    keep = [i for i, c in enumerate(extra) if c.key not in test_keys]
+    extra, extra_costs = [extra[i] for i in keep], extra_costs[keep]
     fx = FeatureExtractor(task)
     t0 = time.perf_counter()
     feats = fx.extract(cands)
     t_ext = time.perf_counter() - t0
+    extra_feats = fx.extract(extra)
     model_kw.setdefault("warmup_samples", 0)
     model = XGBModel(task, **model_kw)
     group = task.dag.workload_key
-    for c, f, cost in zip(cands[:n_train], feats[:n_train], costs[:n_train]):
+    for c, f, cost in zip(extra + cands[:n_train], list(extra_feats) + list(feats[:n_train]),
+                          list(extra_costs) + list(costs[:n_train])):
         model.add_sample(c.key, f, cost, group)
     model.train()
     thr = np.where(np.isfinite(costs), 1.0 / np.where(np.isfinite(costs), costs, 1.0), 0.0)
     pred = model.predict_features(feats[n_train:])
     pred_tr = model.predict_features(feats[:n_train])
     return {"n_train": n_train, "n_test": len(cands) - n_train, "skipped": skipped, "k": k,
+            "n_extra": len(extra),
             "pairwise_accuracy": pairwise_accuracy(pred, thr[n_train:]),
             "top_k_recall": top_k_recall(pred, thr[n_train:], k),
             "train_pairwise_accuracy": pairwise_accuracy(pred_tr, thr[:n_train]),
@@ -155,8 +170,12 @@ def main(argv=None) -> int:
     ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                     help="other builder arguments, e.g. layout=NHWC method=implicit_gemm")
     ap.add_argument("--train-frac", type=float, default=0.7)
+    ap.add_argument("--train-log", action="append", default=[], metavar="LOG",
+                    help="another run's log of the workload, added to the training data")
     ap.add_argument("-k", type=int, default=32, help="k of top-k recall")
     ap.add_argument("--min-weight", type=float, default=None)
+    ap.add_argument("--objective", choices=("rank", "regression"), default=None,
+                    help="the model's training objective (default: the model's default)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     from ..schedule.records import load_records
@@ -166,8 +185,11 @@ def main(argv=None) -> int:
     task = SearchTask(wl.dag, inputs=wl.index_data or None)
     records = [r for log in args.logs for r in load_records(log)]
     kw = {} if args.min_weight is None else {"min_weight": args.min_weight}
+    if args.objective is not None:
+        kw["objective"] = args.objective
     try:
-        res = evaluate(task, records, args.train_frac, args.k, **kw)
+        extra = [r for log in args.train_log for r in load_records(log)]
+        res = evaluate(task, records, args.train_frac, args.k, extra_records=extra, **kw)
     except ValueError as e:
         print(f"model_eval: {e}", file=sys.stderr)
         return 1
@@ -175,7 +197,7 @@ def main(argv=None) -> int:
         print(json.dumps(res))
     else:
         print(f"{wl!r}: {res['n_train']} train / {res['n_test']} test records "
-              f"({res['skipped']} skipped)\n"
+              f"({res['skipped']} skipped, {res['n_extra']} from other runs)\n"
               f"  pairwise ranking accuracy {res['pairwise_accuracy']:.3f} "
               f"(train {res['train_pairwise_accuracy']:.3f})\n"
               f"  top-{res['k']} recall {res['top_k_recall']:.3f}\n"

@@ -14,7 +14,8 @@ from tecomp.search.features import FEATURE_LEN  # noqa: E402
 from tecomp.search.model_eval import pairwise_accuracy, top_k_recall  # noqa: E402
 from tecomp.search.sketch import generate_sketches  # noqa: E402
 from tecomp.search.task import SearchTask, TuningOptions  # noqa: E402
-from tecomp.search.xgb_model import XGBModel, pack_sum_objective  # noqa: E402
+from tecomp.search.xgb_model import (XGBModel, pack_sum_objective,  # noqa: E402
+                                     pack_sum_rank_objective)
 from tecomp.testing import workloads as W  # noqa: E402
 
 
@@ -46,12 +47,34 @@ def test_pack_sum_gradient_matches_finite_differences():
     assert np.allclose(hess, w[pid])
 
 
-def test_learns_a_synthetic_ranking_and_round_trips(tmp_path):
-    """The throughput is a sum over rows, which is what the pack-sum objective fits with linear
+def test_rank_gradient_matches_finite_differences():
+    rng = np.random.default_rng(0)
+    pid = np.array([0, 0, 1, 2, 2, 2, 3, 4])
+    y = np.array([0.5, 1.0, 0.2, 0.2, 0.0])
+    obj = pack_sum_rank_objective(pid, y, ["a", "a", "a", "b", "b"], partners=4, seed=1)
+    a, b, sign = obj.pairs
+    assert len(a) and (sign != 0).all()
+    assert set(zip(a // 3, b // 3)) <= {(0, 0), (1, 1)}  # pairs never cross groups
+
+    def loss(p):
+        s = np.bincount(pid, weights=p, minlength=5)
+        return float(np.log1p(np.exp(-sign * (s[a] - s[b]))).sum())
+    preds = rng.random(len(pid))
+    grad, hess = obj(preds, None)
+    assert (hess > 0).all()
+    for i in range(len(pid)):
+        e = np.zeros(len(pid))
+        e[i] = 1e-6
+        assert grad[i] == pytest.approx((loss(preds + e) - loss(preds - e)) / 2e-6, abs=1e-5)
+
+
+@pytest.mark.parametrize("objective", ["rank", "regression"])
+def test_learns_a_synthetic_ranking_and_round_trips(tmp_path, objective):
+    """The throughput is a sum over rows, which is what the pack-sum objectives fit with linear
     labels (the default log labels fit real programs better, see xgb_model's docstring)."""
     rng = np.random.default_rng(1)
     feats, thr = _synthetic(rng, 400)
-    m = XGBModel(seed=0, label="linear")
+    m = XGBModel(seed=0, label="linear", objective=objective)
     for k in range(300):
         m.add_sample(f"p{k}", feats[k], 1.0 / thr[k], "task")
     m.train()
@@ -64,6 +87,7 @@ def test_learns_a_synthetic_ranking_and_round_trips(tmp_path):
     assert XGBModel.from_file(path).seed == 0
     assert np.array_equal(m2.predict_features(feats[300:]), pred)
     assert m2.keys == m.keys and np.allclose(m2.labels(), m.labels())
+    assert m2.objective == objective
 
 
 def _measured(task, n, seed):
