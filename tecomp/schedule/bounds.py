@@ -33,8 +33,14 @@ def loop_ranges(state: State, sid: int) -> dict:
 
 
 def infer_bounds(state: State) -> None:
-    """Set the region of every attached stage, consumers before producers."""
+    """Set the region of every attached stage, consumers before producers.
+
+    A region is a function of the stage's op and scope, the attach loop, the loop nests along the
+    consumer's attach chain and the inlined stages' ops; when none of these objects changed since
+    the stage's region was last inferred, the region is kept (the search replays thousands of
+    candidates step by step, and bound inference after every step dominated)."""
     by_tensor = {id(s.tensor): s for s in state.stages}
+    inlined = tuple(s.op for s in state.stages if s.location is ComputeLocation.INLINE)
     for sid in reversed(range(len(state.stages))):
         s = state.stages[sid]
         if s.location is not ComputeLocation.AT:
@@ -42,10 +48,37 @@ def infer_bounds(state: State) -> None:
                 s.region = None
                 s.invalidate()
             continue
+        source = _region_source(state, sid, inlined)
+        memo = s.__dict__.get("_region_source")
+        if s.region is not None and memo is not None and len(memo) == len(source) and all(
+                x is y for x, y in zip(memo, source)):
+            continue
         region = _region(state, sid, by_tensor)
+        s._region_source = source
         if s.region is None or _region_key(region) != _region_key(s.region):
             s.region = region
             s.invalidate()
+
+
+def _region_source(state: State, sid: int, inlined: tuple) -> tuple:
+    """The objects the region of attached stage ``sid`` is computed from, compared by identity
+    (expressions and ops are immutable): along the consumer's attach chain, each stage's op, its
+    loop variables, extents and thread bindings, and the values of its root axes. Annotations
+    other than thread bindings (parallel, vectorize, unroll) do not change a region, so they do
+    not appear."""
+    s = state.stages[sid]
+    out = [s.op, s.scope, s.attach[1], *inlined]
+    tid, seen = s.attach[0], set()
+    while tid is not None and tid not in seen:
+        seen.add(tid)
+        t = state.stages[tid]
+        nest = t.nest()
+        out.append(t.op)
+        for it in nest.iters:
+            out += (it.var, it.extent, it.annotation.thread)
+        out += nest.root_values.values()
+        tid = t.attach[0] if t.location is ComputeLocation.AT else None
+    return tuple(out)
 
 
 def _region_key(region) -> tuple:

@@ -18,9 +18,10 @@ from .sketch import TileHole, generate_sketches
 
 __all__ = ["EvolutionarySearch", "mutate", "MUTATION_WEIGHTS"]
 
-#: mutation kinds and their weights (Ansor's CPU weights, with vectorization added)
+#: mutation kinds and their weights (Ansor's CPU weights, with vectorization, sparse chunking and
+#: weight packing added)
 MUTATION_WEIGHTS = {"tile": 0.85, "unroll": 0.05, "loc": 0.05, "par": 0.03, "vec": 0.02,
-                    "chunk": 0.03}
+                    "chunk": 0.03, "pack": 0.03}
 
 
 def _prime_factors(n: int) -> list:

@@ -77,7 +77,8 @@ def test_features_differ_between_tile_sizes_and_vectorization():
     sk = generate_sketches(task)
     base = materialize(task, 0, sk[0], {"tile": {"0": [2, 4, 8], "1": [2, 4, 8], "2": [8]},
                                         "vec": {"matmul": 1}, "par": {"matmul": 1},
-                                        "unroll": {"matmul": 0}}, np.random.default_rng(0))
+                                        "unroll": {"matmul": 0}, "pack": {"A": 0, "B": 0}},
+                       np.random.default_rng(0))
     fx = F.FeatureExtractor(task)
     f0 = fx.extract_one(base)
     other_tile = _with(base, task, tile={"0": [4, 2, 8]})
