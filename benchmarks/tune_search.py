@@ -16,7 +16,7 @@ from tecomp.search.cost_model import RandomModel
 from tecomp.testing import workloads as W
 from tecomp.timing import time_callable
 
-CHECKPOINTS = (64, 128, 256, 512, 1024)
+CHECKPOINTS = (64, 128, 256, 512, 1000, 1024)
 
 
 def peer(name, wl, x):
@@ -95,9 +95,11 @@ def main():
     for name, g, pname, gp, ratio, curve, res, share in rows:
         if res is None:
             continue
+        overhead = (res.wall_seconds - res.measure_seconds) / max(res.trials, 1)
         print(f"{name:<12} wall {res.wall_seconds:6.1f} s, search {share:5.1%} / measurement "
               f"{res.measure_seconds / max(res.wall_seconds, 1e-9):5.1%} of wall time, "
-              f"{res.trials} trials, errors {res.errors}, peak RSS {res.peak_rss_mb:.0f} MiB")
+              f"{res.trials} trials, errors {res.errors}, peak RSS {res.peak_rss_mb:.0f} MiB; "
+              f"search overhead (all but compile+run) {overhead * 1e3:.0f} ms per trial")
 
 
 if __name__ == "__main__":

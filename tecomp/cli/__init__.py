@@ -119,15 +119,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     p.add_argument("--cost-model", choices=["auto", "xgb", "random"], default="auto",
                    help="auto: the learned model when xgboost is installed, else random")
-    p.add_argument("--population", type=int, default=256,
-                   help="candidates per generation of the evolutionary search (default 256)")
-    p.add_argument("--generations", type=int, default=3, help="generations per round (default 3)")
-    p.add_argument("--measures-per-round", type=int, default=32,
-                   help="candidates measured per round (default 32)")
-    p.add_argument("--repeat", type=int, default=3, help="timings per candidate (default 3)")
-    p.add_argument("--min-repeat-ms", type=int, default=40,
-                   help="each timing lasts at least this long (default 40)")
-    p.add_argument("--workers", type=int, default=2, help="build worker processes (default 2)")
+    from ..search.task import TuningOptions
+    d = TuningOptions()  # one place for the defaults
+    p.add_argument("--population", type=int, default=d.population,
+                   help=f"candidates per generation of the evolutionary search "
+                        f"(default {d.population})")
+    p.add_argument("--generations", type=int, default=d.generations,
+                   help=f"generations per round (default {d.generations})")
+    p.add_argument("--measures-per-round", type=int, default=d.measures_per_round,
+                   help=f"candidates measured per round (default {d.measures_per_round})")
+    p.add_argument("--repeat", type=int, default=d.repeat,
+                   help=f"timings per candidate (default {d.repeat})")
+    p.add_argument("--min-repeat-ms", type=int, default=d.min_repeat_ms,
+                   help=f"each timing lasts at least this long (default {d.min_repeat_ms})")
+    p.add_argument("--workers", type=int, default=d.n_workers,
+                   help=f"build worker processes (default {d.n_workers})")
     p.add_argument("--build-timeout", type=float, default=30.0,
                    help="seconds a candidate may take to compile (default 30)")
     p.add_argument("--run-timeout", type=float, default=20.0,

@@ -80,6 +80,14 @@ def _mutate_tile(rng, lengths: list, hole: TileHole) -> list:
     return sample_tile(rng, hole.extent, hole.parts)
 
 
+def register_tile(c: Candidate) -> tuple:
+    """A candidate's innermost structure: sketch, innermost tile length of every tiled loop and
+    vectorization. Candidates that share it differ only in their outer (cache-level) tiling."""
+    tiles = c.decisions.get("tile", {})
+    return (c.sketch, tuple(sorted((k, v[-1]) for k, v in tiles.items() if v)),
+            tuple(sorted(c.decisions.get("vec", {}).items())))
+
+
 class EvolutionarySearch:
     """The search of one task. ``options`` is a TuningOptions; ``model`` a CostModel."""
 
@@ -151,13 +159,19 @@ class EvolutionarySearch:
             pop = self._next_generation(pop, scores)
         ranked = [c for _, c in sorted(best.values(), key=lambda sc: -sc[0])]
         n_eps = min(n, int(round(opt.eps_greedy * n)) or (1 if n > 1 and opt.eps_greedy else 0))
-        picked, keys = [], set()
-        for c in ranked:
-            if len(picked) >= n - n_eps:
-                break
-            if c.key not in keys:
+        picked, keys, per_sig = [], set(), {}
+        for cap in (opt.max_per_register_tile, None):  # diverse picks first, then fill up
+            for c in ranked:
+                if len(picked) >= n - n_eps:
+                    break
+                sig = register_tile(c)
+                if c.key in keys or cap is not None and per_sig.get(sig, 0) >= cap:
+                    continue
                 picked.append(c)
                 keys.add(c.key)
+                per_sig[sig] = per_sig.get(sig, 0) + 1
+            if not opt.max_per_register_tile:
+                break
         pool = [c for c in init if c.key not in self.measured and c.key not in keys]
         rng.shuffle(pool)
         for c in pool:

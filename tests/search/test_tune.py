@@ -106,3 +106,18 @@ def test_crashing_and_hanging_candidates_are_errors_and_tuning_goes_on(tmp_path)
     msg = [r.result.error_msg for r in load_records(log) if r.result.error is ErrorKind.CRASH][0]
     assert msg
     json.dumps(res.errors)
+
+
+def test_register_tile_cap_spreads_a_round_over_register_tiles():
+    """With ``max_per_register_tile=1`` a round's model picks all differ in their innermost
+    structure (when the population offers that many)."""
+    from tecomp.search.cost_model import RandomModel
+    from tecomp.search.evolution import EvolutionarySearch, register_tile
+    task = tc.SearchTask(W.matmul(64, 64, 64).dag)
+    opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, max_per_register_tile=1,
+                           verbose=False)
+    picks = EvolutionarySearch(task, opt, RandomModel(0)).ask(8)
+    assert len(picks) == 8
+    assert len({register_tile(c) for c in picks}) == 8
+    uncapped = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, verbose=False)
+    assert len(EvolutionarySearch(task, uncapped, RandomModel(0)).ask(8)) == 8
