@@ -7,107 +7,18 @@ look at next. Stages are visited from the output back to the inputs (Ansor's enu
 """
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, field
-
 from ..ir.expr import IterKind
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep, ComputeInlineStep
 from ..schedule.rfactor import RfactorStep
 from ..schedule.state import ComputeLocation, ScheduleError, State
 from ..schedule.steps import ReorderStep, SplitStep
 from . import analysis as an
+from .sketch_rule import FollowHole, RuleResult, Sketch, SketchRule, TileHole, _Partial
 
 __all__ = ["Sketch", "TileHole", "FollowHole", "RuleResult", "SketchRule", "generate_sketches",
            "CPU_RULES", "TILING_CPU"]
 
 TILING_CPU = "SSRSRS"
-
-
-@dataclass(frozen=True)
-class TileHole:
-    """Split step ``step`` splits a loop of constant ``extent`` into ``parts`` loops; the search
-    decides the ``parts - 1`` inner lengths."""
-    step: int
-    extent: int
-    parts: int
-
-
-@dataclass(frozen=True)
-class FollowHole:
-    """Split step ``step`` copies the tiling of split ``src``: its lengths are the products of the
-    source's inner lengths over ``groups`` (``(start, stop)`` ranges), e.g. a consumer following a
-    producer's first tile level."""
-    step: int
-    src: int
-    groups: tuple
-
-
-@dataclass
-class Sketch:
-    """A step list whose holes (by step index) annotation fills; replayable with placeholder
-    lengths, which gives the loop structure."""
-    name: str
-    steps: list
-    holes: dict = field(default_factory=dict)
-
-    def with_lengths(self, tiles: dict) -> list:
-        """The steps with every hole filled (``tiles``: step index -> inner lengths)."""
-        out = list(self.steps)
-        for idx, h in self.holes.items():
-            st = out[idx]
-            if isinstance(h, FollowHole):
-                src = tiles[h.src]
-                lengths = tuple(_prod(src[a:b]) for a, b in h.groups)
-            else:  # a TileHole, or another kind whose lengths the annotation put in ``tiles``
-                lengths = tuple(tiles[idx])
-            out[idx] = SplitStep(st.stage_id, st.iter_id, lengths, st.inner_to_outer)
-        return out
-
-
-def _prod(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
-
-
-class _Partial:
-    """A sketch under construction: the state (with placeholder lengths) and the sketch."""
-
-    def __init__(self, state: State, sketch: Sketch):
-        self.state, self.sketch = state, sketch
-
-    def copy(self) -> "_Partial":
-        return _Partial(self.state.copy(), Sketch(self.sketch.name, list(self.sketch.steps),
-                                                  dict(self.sketch.holes)))
-
-    def apply(self, step, hole=None) -> int:
-        self.state.apply(step)
-        self.sketch.steps.append(step)
-        idx = len(self.sketch.steps) - 1
-        if hole is not None:
-            self.sketch.holes[idx] = hole(idx)
-        return idx
-
-    def tag(self, name: str) -> None:
-        self.sketch.name = f"{self.sketch.name}+{name}" if self.sketch.name else name
-
-
-class RuleResult(enum.Enum):
-    SKIP = 0
-    APPLY = 1
-    APPLY_AND_SKIP_REST = 2
-
-
-class SketchRule:
-    """One sketch rule: ``meet`` decides, ``apply`` returns ``[(partial, next_stage), ...]``."""
-    name = ""
-
-    def meet(self, p: _Partial, sid: int, task) -> RuleResult:
-        raise NotImplementedError
-
-    def apply(self, p: _Partial, sid: int, task) -> list:
-        raise NotImplementedError
 
 
 # ----------------------------------------------------------------------------- tiling helpers
@@ -303,10 +214,12 @@ class SkipStage(SketchRule):
         return [(p, sid - 1)]
 
 
-#: The CPU rule list, tried in order for every stage.
-CPU_RULES = [AlwaysInline(), AddRfactor(), AddCacheWrite(), MultiLevelTilingWithFusion(),
-             MultiLevelTiling(), SkipStage()]
-from . import sparse_sketch  # noqa: E402,F401  (adds its SPARSE_RULES to CPU_RULES)
+from .sparse_sketch import SPARSE_RULES  # noqa: E402  (its rules build on the classes above)
+
+#: The CPU rule list, tried in order for every stage (the sparse rules claim only stages with
+#: data-dependent loops, which the dense tiling would order badly).
+CPU_RULES = [AlwaysInline(), *SPARSE_RULES, AddRfactor(), AddCacheWrite(),
+             MultiLevelTilingWithFusion(), MultiLevelTiling(), SkipStage()]
 
 
 def generate_sketches(task, rules=None, max_sketches: int = 64) -> list:

@@ -25,8 +25,7 @@ from ..schedule.rfactor import RfactorStep
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError
 from ..schedule.steps import AnnotationStep, ReorderStep, SplitStep
 from . import analysis as an
-from . import sketch as _sketch
-from .sketch import FollowHole, RuleResult, SketchRule, TileHole
+from .sketch_rule import FollowHole, RuleResult, SketchRule, TileHole
 
 __all__ = ["SparseRowTiling", "SparseRaggedRows", "SPARSE_RULES", "row_axis", "row_block",
            "MAX_UNROLLED_BLOCK"]
@@ -164,13 +163,3 @@ class SparseRaggedRows(SketchRule):
 #: stages, which the dense tiling would order badly)
 SPARSE_RULES = [SparseRowTiling(), SparseRaggedRows()]
 
-
-def _register(rules: list) -> None:
-    """Put :data:`SPARSE_RULES` into ``rules`` (sketch.CPU_RULES) after AlwaysInline, once."""
-    if not any(isinstance(r, (SparseRowTiling, SparseRaggedRows)) for r in rules):
-        rules[1:1] = SPARSE_RULES
-
-
-# sketch.py imports this module right after defining CPU_RULES; whichever of the two is imported
-# first, CPU_RULES is complete once both are
-_register(_sketch.CPU_RULES)

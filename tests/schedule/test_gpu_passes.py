@@ -5,7 +5,7 @@ import pytest
 import tecomp as tc
 from tecomp.codegen import interp
 from tecomp.codegen.interp import InterpError
-from tecomp.ir.loop import Barrier, For, ForKind, Seq, ThreadAxis, stmts, verify
+from tecomp.ir.loop import Barrier, For, Seq, ThreadAxis, stmts, verify
 from tecomp.schedule.gpu_default import default_gpu_schedule
 from tecomp.schedule.gpu_passes import GPUScheduleError, check_gpu_program, prepare_gpu_program
 from tecomp.testing import hand_schedules as H

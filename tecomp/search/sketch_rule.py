@@ -1,0 +1,99 @@
+"""The sketch-rule interface: holes, sketches under construction and the rule protocol. Kept apart
+from :mod:`.sketch` (the CPU rules and generation) so that rule modules for other stage kinds
+(:mod:`.sparse_sketch`, :mod:`.gpu_sketch`) build on it without import cycles."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from ..schedule.state import State
+from ..schedule.steps import SplitStep
+
+__all__ = ["Sketch", "TileHole", "FollowHole", "RuleResult", "SketchRule"]
+
+
+@dataclass(frozen=True)
+class TileHole:
+    """Split step ``step`` splits a loop of constant ``extent`` into ``parts`` loops; the search
+    decides the ``parts - 1`` inner lengths."""
+    step: int
+    extent: int
+    parts: int
+
+
+@dataclass(frozen=True)
+class FollowHole:
+    """Split step ``step`` copies the tiling of split ``src``: its lengths are the products of the
+    source's inner lengths over ``groups`` (``(start, stop)`` ranges), e.g. a consumer following a
+    producer's first tile level."""
+    step: int
+    src: int
+    groups: tuple
+
+
+@dataclass
+class Sketch:
+    """A step list whose holes (by step index) annotation fills; replayable with placeholder
+    lengths, which gives the loop structure."""
+    name: str
+    steps: list
+    holes: dict = field(default_factory=dict)
+
+    def with_lengths(self, tiles: dict) -> list:
+        """The steps with every hole filled (``tiles``: step index -> inner lengths)."""
+        out = list(self.steps)
+        for idx, h in self.holes.items():
+            st = out[idx]
+            if isinstance(h, FollowHole):
+                src = tiles[h.src]
+                lengths = tuple(_prod(src[a:b]) for a, b in h.groups)
+            else:  # a TileHole, or another kind whose lengths the annotation put in ``tiles``
+                lengths = tuple(tiles[idx])
+            out[idx] = SplitStep(st.stage_id, st.iter_id, lengths, st.inner_to_outer)
+        return out
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+class _Partial:
+    """A sketch under construction: the state (with placeholder lengths) and the sketch."""
+
+    def __init__(self, state: State, sketch: Sketch):
+        self.state, self.sketch = state, sketch
+
+    def copy(self) -> "_Partial":
+        return _Partial(self.state.copy(), Sketch(self.sketch.name, list(self.sketch.steps),
+                                                  dict(self.sketch.holes)))
+
+    def apply(self, step, hole=None) -> int:
+        self.state.apply(step)
+        self.sketch.steps.append(step)
+        idx = len(self.sketch.steps) - 1
+        if hole is not None:
+            self.sketch.holes[idx] = hole(idx)
+        return idx
+
+    def tag(self, name: str) -> None:
+        self.sketch.name = f"{self.sketch.name}+{name}" if self.sketch.name else name
+
+
+class RuleResult(enum.Enum):
+    SKIP = 0
+    APPLY = 1
+    APPLY_AND_SKIP_REST = 2
+
+
+class SketchRule:
+    """One sketch rule: ``meet`` decides, ``apply`` returns ``[(partial, next_stage), ...]``."""
+    name = ""
+
+    def meet(self, p: _Partial, sid: int, task) -> RuleResult:
+        raise NotImplementedError
+
+    def apply(self, p: _Partial, sid: int, task) -> list:
+        raise NotImplementedError
