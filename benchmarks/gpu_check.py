@@ -143,21 +143,17 @@ def torch_peers(torch):
             return time_torch(torch, fn), check(y.cpu().numpy(), wl.reference(x)[0])
         return run
 
-    def csr(wl, M, K):
-        def run(x):
-            data, indices, indptr, dense = x
-            A = torch.sparse_csr_tensor(t(indptr), t(indices), t(data), size=(M, K))
-            B = t(dense)
-            return time_torch(torch, lambda: A @ B), check((A @ B).cpu().numpy(), wl.reference(x)[0])
-        return run
-
-    def bsr(wl, M, K):
-        def run(x):
-            data, indices, indptr, dense = x
-            A = torch.sparse_bsr_tensor(t(indptr), t(indices), t(data), size=(M, K))
-            B = t(dense)
-            return time_torch(torch, lambda: A @ B), check((A @ B).cpu().numpy(), wl.reference(x)[0])
-        return run
+    def sparse(make):  # torch.sparse_csr_tensor or torch.sparse_bsr_tensor
+        def peer(wl, M, K):
+            def run(x):
+                data, indices, indptr, dense = x
+                A = make(t(indptr), t(indices), t(data), size=(M, K))
+                B = t(dense)
+                return (time_torch(torch, lambda: A @ B),
+                        check((A @ B).cpu().numpy(), wl.reference(x)[0]))
+            return run
+        return peer
+    csr, bsr = sparse(torch.sparse_csr_tensor), sparse(torch.sparse_bsr_tensor)
 
     def sddmm(wl, M, N):
         def run(x):

@@ -14,7 +14,8 @@ from .expr import Expr, Load, Var, free_vars, walk
 
 __all__ = ["ForKind", "ParallelSchedule", "PRAGMA_PARALLEL_SCHEDULE", "PRAGMA_PARALLEL_CHUNK",
            "ThreadAxis", "Scope", "Buffer", "Stmt", "For", "Store", "Allocate", "Seq",
-           "IfThenElse", "Barrier", "PrimFunc", "seq", "stmts", "verify", "LoopIRError"]
+           "IfThenElse", "Barrier", "PrimFunc", "seq", "stmts", "verify", "LoopIRError",
+           "stmt_exprs", "buffer_accesses"]
 
 
 class ForKind(enum.Enum):
@@ -219,6 +220,32 @@ def stmts(s: Stmt) -> Iterator[Stmt]:
         x = stack.pop()
         yield x
         stack.extend(reversed(x.children()))
+
+
+def stmt_exprs(s: Stmt) -> list:
+    """The expressions a statement holds itself (not its nested statements'): a store's value and
+    indices, a loop's bounds, a branch's condition."""
+    if isinstance(s, Store):
+        return [s.value, *s.indices]
+    if isinstance(s, For):
+        return [s.begin, s.extent]
+    if isinstance(s, IfThenElse):
+        return [s.cond]
+    return []
+
+
+def buffer_accesses(s: Stmt) -> tuple:
+    """``(loaded, stored, allocated)``: the sets of buffers ``s`` and its nested statements load
+    from (in values, indices, bounds and conditions), store to and allocate."""
+    loaded, stored, allocated = set(), set(), set()
+    for x in stmts(s):
+        if isinstance(x, Allocate):
+            allocated.add(x.buffer)
+        elif isinstance(x, Store):
+            stored.add(x.buffer)
+        for e in stmt_exprs(x):
+            loaded.update(y.buffer for y in walk(e) if isinstance(y, Load))
+    return loaded, stored, allocated
 
 
 class LoopIRError(ValueError):

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.expr import Load, walk
-from ..ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Store, seq, stmts
+from ..ir.loop import Allocate, PrimFunc, Seq, buffer_accesses, seq
 
 __all__ = ["ConstantSplit", "split_constants", "check_constants"]
 
@@ -96,20 +95,7 @@ def _unwrap(body):
 
 def _reads_writes(stmt) -> tuple:
     """Buffers ``stmt`` loads from and stores to, less those it allocates itself."""
-    reads, writes, local = set(), set(), set()
-    for s in stmts(stmt):
-        exprs = []
-        if isinstance(s, Allocate):
-            local.add(s.buffer)
-        elif isinstance(s, Store):
-            writes.add(s.buffer)
-            exprs = [s.value, *s.indices]
-        elif isinstance(s, For):
-            exprs = [s.begin, s.extent]
-        elif isinstance(s, IfThenElse):
-            exprs = [s.cond]
-        for e in exprs:
-            reads.update(x.buffer for x in walk(e) if isinstance(x, Load))
+    reads, writes, local = buffer_accesses(stmt)
     return reads - local, writes - local
 
 

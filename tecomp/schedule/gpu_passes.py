@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from ..ir import dtype as dt
 from ..ir.expr import BinOpKind, Const, Load, Var, binary, substitute, walk
 from ..ir.loop import (Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Scope, Seq, Stmt,
-                       Store, ThreadAxis, seq, stmts)
+                       Store, ThreadAxis, buffer_accesses, seq, stmt_exprs, stmts)
 from .state import ScheduleError
 
 __all__ = ["GPUScheduleError", "GPULimits", "LaunchInfo", "GPUProgramInfo", "prepare_gpu_program",
@@ -279,22 +279,9 @@ _EMPTY = (frozenset(), frozenset())
 
 def _access(s: Stmt) -> tuple:
     """(shared buffers read, shared buffers written) by ``s`` (a statement without barriers)."""
-    r, w = set(), set()
-    for x in stmts(s):
-        exprs = []
-        if isinstance(x, Store):
-            if x.buffer.scope is Scope.SHARED:
-                w.add(x.buffer)
-            exprs = [x.value, *x.indices]
-        elif isinstance(x, For):
-            exprs = [x.begin, x.extent]
-        elif isinstance(x, IfThenElse):
-            exprs = [x.cond]
-        for e in exprs:
-            for y in walk(e):
-                if isinstance(y, Load) and y.buffer.scope is Scope.SHARED:
-                    r.add(y.buffer)
-    return frozenset(r), frozenset(w)
+    loaded, stored, _ = buffer_accesses(s)
+    return (frozenset(b for b in loaded if b.scope is Scope.SHARED),
+            frozenset(b for b in stored if b.scope is Scope.SHARED))
 
 
 def _union(a, b):
@@ -404,17 +391,8 @@ def _launch_info(name: str, kernel: Stmt, order: list, limits: GPULimits) -> Lau
     for x in stmts(kernel):
         if isinstance(x, Store):
             used.add(x.buffer)
-        for e in _exprs(x):
+        for e in stmt_exprs(x):
             used.update(y.buffer for y in walk(e) if isinstance(y, Load))
     params = [b for b in order if b in used]
     return LaunchInfo(name, kernel, grid, block, shared, local, params)
 
-
-def _exprs(s: Stmt) -> list:
-    if isinstance(s, Store):
-        return [s.value, *s.indices]
-    if isinstance(s, For):
-        return [s.begin, s.extent]
-    if isinstance(s, IfThenElse):
-        return [s.cond]
-    return []
