@@ -1,7 +1,7 @@
 """Whole-network tuning: the ResNet-18 layer set (batch 1, NHWC) with the gradient task scheduler
 versus round-robin, at the same total trial budget, from one run.
 
-    benchmarks/run.sh network_scheduler.py [--network resnet18] [--trials 384]
+    benchmarks/run.sh network_scheduler.py [--network resnet18] [--trials 384] [--model random|default]
 
 Prints the weighted latency sum(count_i * best_i) of both strategies as the budget is spent, and
 the final per-layer allocation.
@@ -19,18 +19,22 @@ def main():
     ap.add_argument("--network", default="resnet18")
     ap.add_argument("--trials", type=int, default=384)
     ap.add_argument("--logdir", default="tuning_logs")
+    ap.add_argument("--model", choices=("random", "default"), default="random",
+                    help="the cost model of every task: random, or the default (learned) one")
     args = ap.parse_args()
     layers = layer_set(args.network, layout="NHWC")
     tasks = [tc.SearchTask(wl.dag) for wl, _ in layers]
     weights = [c for _, c in layers]
     out = {}
     for strategy in ("gradient", "round-robin"):
-        log = os.path.join(args.logdir, f"{args.network}_{strategy}.jsonl")
+        suffix = "" if args.model == "random" else "_learned"
+        log = os.path.join(args.logdir, f"{args.network}_{strategy}{suffix}.jsonl")
         if os.path.exists(log):
             os.remove(log)
         opt = tc.TuningOptions(measures_per_round=16, verbose=False, seed=0)
+        factory = (lambda t: RandomModel(0)) if args.model == "random" else None
         res = tc.tune_tasks(tasks, trials=args.trials, log=log, weights=weights, options=opt,
-                            strategy=strategy, cost_model_factory=lambda t: RandomModel(0))
+                            strategy=strategy, cost_model_factory=factory)
         out[strategy] = res
         print(f"{strategy:<12} weighted latency {res.weighted_latency * 1e3:8.3f} ms after "
               f"{sum(res.allocation)} trials", flush=True)
