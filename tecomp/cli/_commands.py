@@ -218,7 +218,8 @@ def _tune_network(args) -> int:
         print(f"  resuming: the log holds {mine} records of these layers; they are not measured "
               f"again")
     sys.stdout.flush()
-    factory = (lambda t: _cost_model(args.cost_model, t, opt))  # noqa: E731
+    shared = _cost_model(args.cost_model, tasks, opt)  # one model learns from every layer
+    factory = (lambda t: shared)  # noqa: E731
     progress = NetworkProgress(args.trials, names, sys.stdout, args.progress)
     try:
         progress.start()

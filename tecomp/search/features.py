@@ -61,19 +61,22 @@ class TaskInfo:
 
 
 class FeatureExtractor:
-    """Features of candidates of one task, cached by candidate key.
+    """Features of candidates of one task (or several), cached by candidate key.
 
     Parameters
     ----------
-    task : SearchTask or None
-        Gives the index data of sparse tasks (``task.inputs``) and the cache-line size; without
-        it, the candidate's DAG and a uniform sparsity assumption are used.
+    task : SearchTask, list of SearchTask, or None
+        Gives the index data of sparse tasks (``task.inputs``) and the cache-line size; a
+        candidate of a DAG no given task has falls back to its DAG and a uniform sparsity
+        assumption. Several tasks: one model shared by the tasks of a network.
     cache_size : int
         Feature arrays kept (least recently used ones are dropped).
     """
 
     def __init__(self, task=None, cache_size: int = 100_000):
         self.task = task
+        tasks = task if isinstance(task, (list, tuple)) else [task] if task is not None else []
+        self._tasks = {id(t.dag): t for t in tasks}
         self.cache: OrderedDict = OrderedDict()
         self.cache_size = cache_size
         self._infos: dict = {}
@@ -81,7 +84,8 @@ class FeatureExtractor:
     def _info(self, dag) -> TaskInfo:
         info = self._infos.get(id(dag))
         if info is None or info[0] is not dag:
-            use_task = self.task if self.task is not None and self.task.dag is dag else None
+            use_task = self._tasks.get(id(dag))
+            use_task = use_task if use_task is not None and use_task.dag is dag else None
             info = self._infos[id(dag)] = (dag, TaskInfo(use_task, dag))
         return info[1]
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .measure import LocalMeasurer
 from .task import TuningOptions
-from .tune import TaskTuner
+from .tune import TaskTuner, default_cost_model
 
 __all__ = ["tune_tasks", "TuneTasksResult", "SchedulerStrategy"]
 
@@ -59,7 +59,9 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
         How often each task runs in the network (default 1 each).
     strategy : "gradient" or "round-robin"
     cost_model_factory : callable, optional
-        ``factory(task) -> CostModel``; default: the learned model when available, else random.
+        ``factory(task) -> CostModel``; default: ONE learned model (when available, else random)
+        shared by all tasks, as Ansor does: it trains on every task's measurements (labels are
+        normalized per task), so a layer with few trials is still ranked by a trained model.
     progress : callable, optional
         Called with the :class:`TuneTasksResult` so far after every round.
     """
@@ -72,8 +74,10 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
         raise ValueError(f"unknown strategy {strategy!r}")
     opt = options or TuningOptions()
     rng = np.random.default_rng(opt.seed)
-    tuners = [TaskTuner(t, opt, cost_model_factory(t) if cost_model_factory else None, log)
-              for t in tasks]
+    if cost_model_factory is None:
+        shared = default_cost_model(list(tasks), opt)
+        cost_model_factory = lambda t: shared  # noqa: E731
+    tuners = [TaskTuner(t, opt, cost_model_factory(t), log) for t in tasks]
     out = TuneTasksResult([tu.result for tu in tuners], weights)
     out.allocation = [0] * len(tasks)
     best_hist = [[] for _ in tasks]  # best latency after each of the task's rounds

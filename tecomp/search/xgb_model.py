@@ -114,9 +114,9 @@ class XGBModel:
 
     Parameters
     ----------
-    task : SearchTask, optional
-        The task whose candidates are scored (gives sparse index data to the features). Candidates
-        of other tasks may be mixed in; labels are normalized per workload key.
+    task : SearchTask or list of SearchTask, optional
+        The task(s) whose candidates are scored (they give sparse index data to the features);
+        one model may serve the tasks of a network. Labels are normalized per workload key.
     seed : int
         Seeds the warm-up random scores and XGBoost.
     warmup_samples : int

@@ -50,3 +50,39 @@ def test_gradient_prefers_heavy_tasks_and_tasks_without_a_valid_result():
     hist = [[1e-3], [1e-3], [float("inf")]]
     g = [_gradient(i, tuners, [1, 10, 1], hist) for i in range(3)]
     assert g[1] < g[0] < 0 and g[2] == float("-inf")
+
+
+def test_tasks_share_one_default_cost_model(tmp_path, monkeypatch):
+    """Without a factory, one model serves every task (Ansor's shared model): it is made once,
+    for the list of tasks, and sees every task's measurements."""
+    from tecomp.search import scheduler
+    made = []
+
+    class Counting(RandomModel):
+        def __init__(self):
+            super().__init__(0)
+            self.seen = set()
+
+        def update(self, inputs, results):
+            self.seen.update(c.state.dag.workload_key for c in inputs)
+
+    def fake_default(tasks, options):
+        made.append((tasks, Counting()))
+        return made[-1][1]
+    monkeypatch.setattr(scheduler, "default_cost_model", fake_default)
+    tasks = [tc.SearchTask(W.matmul(n, n, n).dag) for n in (16, 24)]
+    tc.tune_tasks(tasks, trials=16, log=str(tmp_path / "net.jsonl"),
+                  options=tc.TuningOptions(**FAST))
+    assert len(made) == 1 and made[0][0] == tasks
+    assert made[0][1].seen == {t.workload_key for t in tasks}
+
+
+def test_feature_extractor_serves_several_tasks():
+    from tecomp.search.features import FeatureExtractor
+    from tecomp.testing.workloads import csr_spmm
+    a, b = csr_spmm(32, 32, 8, density=0.2, seed=1), csr_spmm(32, 32, 8, density=0.2, seed=2)
+    ta = tc.SearchTask(a.dag, inputs=a.index_data)
+    tb = tc.SearchTask(b.dag, inputs=b.index_data)
+    fx = FeatureExtractor([ta, tb])
+    assert fx._info(ta.dag).data["indptr"].tolist() == list(a.index_data["indptr"])
+    assert fx._info(tb.dag).data["indptr"].tolist() == list(b.index_data["indptr"])
