@@ -21,6 +21,18 @@ CASES = {
 }
 
 
+def _history(log, task):
+    """(trials, best GFLOP/s so far) along a log; empty when there is none."""
+    from tecomp.schedule.records import load_records
+    if not os.path.exists(log):
+        return []
+    best, out = float("inf"), []
+    for n, r in enumerate(load_records(log), 1):
+        best = min(best, r.result.mean_cost)
+        out.append((n, task.flop_count() / best / 1e9 if best < float("inf") else 0.0))
+    return out
+
+
 def first_reaching(history, target_gflops):
     for t, g in history:
         if g >= target_gflops * 0.999:
@@ -34,6 +46,8 @@ def main():
     ap.add_argument("--trials", type=int, default=512)
     ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     ap.add_argument("--logdir", default="tuning_logs/efficiency")
+    ap.add_argument("--reuse-random", action="store_true",
+                    help="take the random search's best from its existing complete log")
     args = ap.parse_args()
     os.makedirs(args.logdir, exist_ok=True)
     wl = CASES[args.workload]()
@@ -41,14 +55,17 @@ def main():
     rows = []
     for seed in args.seeds:
         opt = tc.TuningOptions(seed=seed, verbose=False)
-        logs = {}
+        logs = {kind: os.path.join(args.logdir, f"{args.workload}_{kind}_s{seed}.jsonl")
+                for kind in ("random", "learned")}
+        done = _history(logs["random"], task) if args.reuse_random else []
         for kind in ("random", "learned"):
-            logs[kind] = os.path.join(args.logdir, f"{args.workload}_{kind}_s{seed}.jsonl")
-            if os.path.exists(logs[kind]):
+            if os.path.exists(logs[kind]) and not (kind == "random" and len(done) >= args.trials):
                 os.remove(logs[kind])
-        rnd = tc.tune(task, trials=args.trials, log=logs["random"], options=opt,
-                      cost_model=RandomModel(seed))
-        target = rnd.best_gflops
+        if len(done) >= args.trials:
+            target = max(g for _, g in done[:args.trials])
+        else:
+            target = tc.tune(task, trials=args.trials, log=logs["random"], options=opt,
+                             cost_model=RandomModel(seed)).best_gflops
 
         class Stop(Exception):
             pass
@@ -61,12 +78,7 @@ def main():
                           cost_model=XGBModel(task, seed=seed), progress=progress)
             hist = lrn.history
         except Stop:
-            from tecomp.schedule.records import load_records
-            recs = load_records(logs["learned"])
-            best, hist = float("inf"), []
-            for n, r in enumerate(recs, 1):
-                best = min(best, r.result.mean_cost)
-                hist.append((n, task.flop_count() / best / 1e9))
+            hist = _history(logs["learned"], task)
         need = first_reaching(hist, target)
         rows.append((seed, target, need))
         print(f"seed {seed}: random best after {args.trials} trials {target:.1f} GFLOP/s; learned "

@@ -160,7 +160,9 @@ class EvolutionarySearch:
         ranked = [c for _, c in sorted(best.values(), key=lambda sc: -sc[0])]
         n_eps = min(n, int(round(opt.eps_greedy * n)) or (1 if n > 1 and opt.eps_greedy else 0))
         picked, keys, per_sig = [], set(), {}
-        for cap in (opt.max_per_register_tile, None):  # diverse picks first, then fill up
+        # with a cap: diverse picks first, then the rest of the ranking fills up
+        caps = (opt.max_per_register_tile, None) if opt.max_per_register_tile else (None,)
+        for cap in caps:
             for c in ranked:
                 if len(picked) >= n - n_eps:
                     break
@@ -170,8 +172,6 @@ class EvolutionarySearch:
                 picked.append(c)
                 keys.add(c.key)
                 per_sig[sig] = per_sig.get(sig, 0) + 1
-            if not opt.max_per_register_tile:
-                break
         pool = [c for c in init if c.key not in self.measured and c.key not in keys]
         rng.shuffle(pool)
         for c in pool:

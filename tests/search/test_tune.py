@@ -121,3 +121,20 @@ def test_register_tile_cap_spreads_a_round_over_register_tiles():
     assert len({register_tile(c) for c in picks}) == 8
     uncapped = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, verbose=False)
     assert len(EvolutionarySearch(task, uncapped, RandomModel(0)).ask(8)) == 8
+
+
+def test_a_round_takes_the_models_best_candidates():
+    """Without a cap, every non-random pick of a round is among the model's best: a model that
+    scores one sketch high gets only that sketch (eps_greedy 0)."""
+    from tecomp.search.evolution import EvolutionarySearch
+    task = tc.SearchTask(W.matmul(64, 64, 64).dag)
+
+    class LikesSketch0:
+        def update(self, inputs, results):
+            pass
+
+        def predict(self, candidates):
+            return np.array([1.0 if c.sketch == 0 else 0.0 for c in candidates])
+    opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, verbose=False)
+    picks = EvolutionarySearch(task, opt, LikesSketch0()).ask(8)
+    assert len(picks) == 8 and all(c.sketch == 0 for c in picks)
