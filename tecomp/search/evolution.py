@@ -160,6 +160,17 @@ class EvolutionarySearch:
         ranked = [c for _, c in sorted(best.values(), key=lambda sc: -sc[0])]
         n_eps = min(n, int(round(opt.eps_greedy * n)) or (1 if n > 1 and opt.eps_greedy else 0))
         picked, keys, per_sig = [], set(), {}
+        if opt.per_sketch_picks and len(self.sketches) > 1:
+            # each sketch's best few first: the model's ranking otherwise collapses onto the
+            # sketch it knows best, and a better structure elsewhere is never measured again
+            for i in range(len(self.sketches)):
+                mine = [c for c in ranked if c.sketch == i][:opt.per_sketch_picks]
+                for c in mine:
+                    if len(picked) < n - n_eps:
+                        picked.append(c)
+                        keys.add(c.key)
+                        sig = register_tile(c)
+                        per_sig[sig] = per_sig.get(sig, 0) + 1
         # with a cap: diverse picks first, then the rest of the ranking fills up
         caps = (opt.max_per_register_tile, None) if opt.max_per_register_tile else (None,)
         for cap in caps:

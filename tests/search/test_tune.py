@@ -135,6 +135,27 @@ def test_a_round_takes_the_models_best_candidates():
 
         def predict(self, candidates):
             return np.array([1.0 if c.sketch == 0 else 0.0 for c in candidates])
-    opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, verbose=False)
+    opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, per_sketch_picks=0,
+                           verbose=False)
     picks = EvolutionarySearch(task, opt, LikesSketch0()).ask(8)
     assert len(picks) == 8 and all(c.sketch == 0 for c in picks)
+
+
+def test_every_sketch_gets_its_best_pick_each_round():
+    """``per_sketch_picks`` reserves each sketch's best candidates before the global ranking, so
+    a model that favours one sketch still measures the others' best."""
+    from tecomp.search.evolution import EvolutionarySearch
+    task = tc.SearchTask(W.matmul(64, 64, 64).dag)
+
+    class LikesSketch0:
+        def update(self, inputs, results):
+            pass
+
+        def predict(self, candidates):
+            return np.array([1.0 if c.sketch == 0 else 0.0 for c in candidates])
+    opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, per_sketch_picks=1,
+                           verbose=False)
+    search = EvolutionarySearch(task, opt, LikesSketch0())
+    picks = search.ask(8)
+    assert {c.sketch for c in picks} == set(range(len(search.sketches)))
+    assert sum(c.sketch == 0 for c in picks) == 8 - (len(search.sketches) - 1)
