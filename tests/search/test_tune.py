@@ -123,18 +123,22 @@ def test_register_tile_cap_spreads_a_round_over_register_tiles():
     assert len(EvolutionarySearch(task, uncapped, RandomModel(0)).ask(8)) == 8
 
 
+class LikesSketch0:
+    """A cost model that scores sketch 0 high and every other sketch low."""
+
+    def update(self, inputs, results):
+        pass
+
+    def predict(self, candidates):
+        return np.array([1.0 if c.sketch == 0 else 0.0 for c in candidates])
+
+
 def test_a_round_takes_the_models_best_candidates():
     """Without a cap, every non-random pick of a round is among the model's best: a model that
     scores one sketch high gets only that sketch (eps_greedy 0)."""
     from tecomp.search.evolution import EvolutionarySearch
     task = tc.SearchTask(W.matmul(64, 64, 64).dag)
 
-    class LikesSketch0:
-        def update(self, inputs, results):
-            pass
-
-        def predict(self, candidates):
-            return np.array([1.0 if c.sketch == 0 else 0.0 for c in candidates])
     opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, per_sketch_picks=0,
                            verbose=False)
     picks = EvolutionarySearch(task, opt, LikesSketch0()).ask(8)
@@ -147,12 +151,6 @@ def test_every_sketch_gets_its_best_pick_each_round():
     from tecomp.search.evolution import EvolutionarySearch
     task = tc.SearchTask(W.matmul(64, 64, 64).dag)
 
-    class LikesSketch0:
-        def update(self, inputs, results):
-            pass
-
-        def predict(self, candidates):
-            return np.array([1.0 if c.sketch == 0 else 0.0 for c in candidates])
     opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, per_sketch_picks=1,
                            verbose=False)
     search = EvolutionarySearch(task, opt, LikesSketch0())
