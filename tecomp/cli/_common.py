@@ -63,23 +63,10 @@ def parse_shape(tokens) -> list:
     return out
 
 
-def parse_value(v: str):
-    """A ``--param`` value: int, float, true/false, a comma-separated tuple of those, or text."""
-    if "," in v:
-        return tuple(parse_value(p) for p in v.split(",") if p.strip())
-    v = v.strip()
-    for conv in (int, float):
-        try:
-            return conv(v)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(v.lower(), v)
-
-
 def make_workload(args):
     """The :class:`~tecomp.testing.workloads.Workload` named by ``args`` (``workload``, ``shape``,
     ``param``, ``dtype``, ``method``); every problem is a :class:`CliError`."""
-    from ..testing.workloads import get_workload
+    from ..testing.workloads import get_workload, parse_value
     name = args.workload
     params = builder_params(name)
     known = [p for p, _ in params]

@@ -3,7 +3,6 @@ workloads ``--all`` matches a log's workload keys against."""
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import sys
 import warnings
@@ -13,6 +12,13 @@ from .loader import TargetMismatchError
 from .manifest import MANIFEST
 
 __all__ = ["main_export", "standard_workloads", "workload_from_spec"]
+
+
+def workload_from_spec(name: str, shape=(), params=None):
+    """See :func:`tecomp.testing.workloads.workload_from_spec` (imported lazily: loading exported
+    kernels needs no workload builders)."""
+    from ..testing.workloads import workload_from_spec as build
+    return build(name, shape, params)
 
 
 #: Standard workloads ``export --all`` tries to match the log's workload keys with:
@@ -37,34 +43,6 @@ def standard_workloads():
     return list(_STANDARD)
 
 
-def _parse_value(v: str):
-    for conv in (int, float):
-        try:
-            return conv(v)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(v.lower(), v)
-
-
-def workload_from_spec(name: str, shape=(), params=None):
-    """Build the standard workload ``name`` from positional ``shape`` values (in the builder's
-    parameter order, ``dtype``/``layout``/``method`` excepted) and keyword ``params``."""
-    from ..testing.workloads import WORKLOADS, get_workload
-    if name not in WORKLOADS:
-        raise ValueError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
-    kw = dict(params or {})
-    if shape:
-        names = [p for p in inspect.signature(WORKLOADS[name]).parameters
-                 if p not in ("dtype", "layout", "method")]
-        if len(shape) > len(names):
-            raise ValueError(f"{name} takes at most {len(names)} shape values ({' '.join(names)})")
-        kw.update(zip(names, shape))
-    try:
-        return get_workload(name, **kw)
-    except TypeError as e:
-        raise ValueError(f"{name}: {e}") from None
-
-
 class _NewSpec(argparse.Action):
     def __call__(self, parser, ns, value, option_string=None):
         specs = getattr(ns, "specs", None) or []
@@ -86,7 +64,8 @@ class _SpecField(argparse.Action):
             if "=" not in value:
                 parser.error(f"--param takes KEY=VALUE, got {value!r}")
             k, v = value.split("=", 1)
-            spec["params"][k] = _parse_value(v)
+            from ..testing.workloads import parse_value
+            spec["params"][k] = parse_value(v)
 
 
 def _parser() -> argparse.ArgumentParser:

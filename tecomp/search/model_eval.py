@@ -19,7 +19,6 @@ and the training time.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import sys
@@ -133,32 +132,6 @@ def evaluate(task, records, train_frac: float = 0.7, k: int = 32, extra_records=
             "train_seconds": model.train_seconds}
 
 
-def _workload(name: str, shape, params: dict):
-    from ..testing.workloads import WORKLOADS, get_workload
-    if name not in WORKLOADS:
-        raise SystemExit(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
-    kw = dict(params)
-    sig = inspect.signature(WORKLOADS[name]).parameters
-    if all(p.kind is p.VAR_KEYWORD for p in sig.values()):  # conv2d_nchw -> conv2d's arguments
-        base = max((b for b in WORKLOADS if name.startswith(b) and b != name), key=len,
-                   default=name)
-        sig = inspect.signature(WORKLOADS[base]).parameters
-    names = [p for p in sig if p not in ("dtype", "layout", "method")]
-    if len(shape) > len(names):
-        raise SystemExit(f"{name} takes at most {len(names)} shape values ({' '.join(names)})")
-    kw.update(zip(names, shape))
-    return get_workload(name, **kw)
-
-
-def _value(v: str):
-    for conv in (int, float):
-        try:
-            return conv(v)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(v.lower(), v)
-
-
 def main(argv=None) -> int:
     """Command line: ``python -m tecomp.search.model_eval LOG... --workload W --shape ...``."""
     ap = argparse.ArgumentParser(prog="python -m tecomp.search.model_eval", description=__doc__,
@@ -181,7 +154,12 @@ def main(argv=None) -> int:
     from ..schedule.records import load_records
     from .task import SearchTask
     params = dict(p.split("=", 1) for p in args.param)
-    wl = _workload(args.workload, args.shape, {k: _value(v) for k, v in params.items()})
+    from ..testing.workloads import parse_value, workload_from_spec
+    try:
+        wl = workload_from_spec(args.workload, args.shape,
+                                {k: parse_value(v) for k, v in params.items()})
+    except ValueError as e:
+        raise SystemExit(f"model_eval: {e}") from None
     task = SearchTask(wl.dag, inputs=wl.index_data or None)
     records = [r for log in args.logs for r in load_records(log)]
     kw = {} if args.min_weight is None else {"min_weight": args.min_weight}

@@ -377,3 +377,41 @@ def get_workload(name: str, **params) -> Workload:
     except KeyError:
         raise ValueError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
     return builder(**params)
+
+
+def parse_value(v: str):
+    """A workload parameter given as text: int, float, true/false, a comma-separated tuple of
+    those, or the text itself."""
+    if "," in v:
+        return tuple(parse_value(x) for x in v.split(",") if x.strip())
+    v = v.strip()
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(v.lower(), v)
+
+
+def workload_from_spec(name: str, shape=(), params=None) -> Workload:
+    """Build the workload ``name`` from positional ``shape`` values (in the builder's parameter
+    order, ``dtype``/``layout``/``method`` excepted) and keyword ``params``; raises ``ValueError``
+    naming the problem."""
+    import inspect
+    if name not in WORKLOADS:
+        raise ValueError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
+    builder = WORKLOADS[name]
+    if builder in (_conv_nchw, _conv_nhwc):  # layout wrappers take conv2d's arguments
+        builder = conv2d
+    kw = dict(params or {})
+    if shape:
+        names = [p for p in inspect.signature(builder).parameters
+                 if p not in ("dtype", "layout", "method")]
+        if len(shape) > len(names):
+            raise ValueError(f"{name} takes at most {len(names)} shape values ({' '.join(names)})")
+        kw.update(zip(names, shape))
+    try:
+        return get_workload(name, **kw)
+    except TypeError as e:
+        raise ValueError(f"{name}: {e}") from None
+

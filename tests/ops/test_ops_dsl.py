@@ -504,3 +504,16 @@ def test_evaluate_dag_chunks_large_stage(monkeypatch):
     inputs = wl.make_inputs(np.random.default_rng(0))
     np.testing.assert_allclose(evaluate_dag(wl.dag, inputs)[0], wl.reference(inputs)[0],
                                rtol=1e-5, atol=1e-5)
+
+
+def test_workload_from_spec_and_parse_value():
+    """The one text-to-workload path that the CLI, export and model_eval share."""
+    assert W.parse_value("3") == 3 and W.parse_value("0.5") == 0.5
+    assert W.parse_value("true") is True and W.parse_value("1,2") == (1, 2)
+    assert W.parse_value("NHWC") == "NHWC"
+    wl = W.workload_from_spec("conv2d_nchw", (1, 4, 6, 6, 2, 3, 3), {"padding": 1})
+    assert wl.params["layout"] == "NCHW" and wl.params["C"] == 4 and wl.params["padding"] == 1
+    with pytest.raises(ValueError, match="at most"):
+        W.workload_from_spec("matmul", (1, 2, 3, 4, 5, 6, 7, 8))
+    with pytest.raises(ValueError, match="unknown workload"):
+        W.workload_from_spec("nope")
