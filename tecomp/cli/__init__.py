@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
                    help="--network: how trials go to layers (default gradient: by expected gain "
                         "in the network's latency)")
+    p.add_argument("--objective", choices=["latency", "geomean"], default="latency",
+                   help="--network: what the gradient strategy minimizes: the network's latency "
+                        "(default), or the sum of log latencies, so every layer's relative gain "
+                        "counts alike")
     p.add_argument("--trials", type=int, default=64,
                    help="new candidates to measure (with --network: in all) (default 64)")
     p.add_argument("--log", default=None,

@@ -194,25 +194,27 @@ def _tune_network(args) -> int:
     from ..search.scheduler import tune_tasks
     from ..search.task import SearchTask
     from ..testing.networks import layer_set, layer_specs
-    for flag in ("shape", "param", "dtype", "method"):
+    for flag in ("shape", "param", "dtype"):
         if getattr(args, flag, None):
             raise CliError(f"--{flag} applies to a WORKLOAD, not to --network", code=2)
     target = _tune_target(args)
     try:
         specs = layer_specs(args.network)
-        layers = layer_set(args.network, batch=args.batch, layout=args.layout)
+        layers = layer_set(args.network, batch=args.batch, layout=args.layout,
+                           method=args.method or "direct")
     except ValueError as e:
         raise CliError(one_line(e), code=2) from None
     tasks = [SearchTask(wl.dag, target, inputs=wl.index_data or None) for wl, _ in layers]
     weights = [float(c) for _, c in layers]
     names = [_layer_name(spec) for spec, _ in specs]
     log = args.log or os.path.join(
-        "tuning_logs", f"{args.network}_b{args.batch}_{args.layout.lower()}.jsonl")
+        "tuning_logs", f"{args.network}_b{args.batch}_{args.layout.lower()}"
+                       f"{'_' + args.method if args.method else ''}.jsonl")
     _check_log_path(log)
     opt = _tuning_options(args)
     tstr = str(tasks[0].target)
     print(f"tuning {args.network} (batch {args.batch}, {args.layout}): {len(tasks)} distinct "
-          f"layers, {args.trials} trials in all ({args.strategy}), target {tstr}, log {log}")
+          f"layers, {args.trials} trials in all ({args.strategy}, {args.objective}), target {tstr}, log {log}")
     mine = sum(_count_records(log, t.workload_key, tstr)[0] for t in tasks)
     if mine:
         print(f"  resuming: the log holds {mine} records of these layers; they are not measured "
@@ -226,7 +228,7 @@ def _tune_network(args) -> int:
         with LocalMeasurer(opt) as measurer:
             out = tune_tasks(tasks, args.trials, log=log, weights=weights, options=opt,
                              strategy=args.strategy, cost_model_factory=factory,
-                             measurer=measurer, progress=progress)
+                             measurer=measurer, progress=progress, objective=args.objective)
     except KeyboardInterrupt:
         progress.end()
         n = sum(_count_records(log, t.workload_key, tstr)[0] for t in tasks)

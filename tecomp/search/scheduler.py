@@ -5,6 +5,11 @@ total latency ``sum(weight_i * best_latency_i)`` the most (Ansor's gradient sche
 gain mixes the recent slope of the task's best latency (backward) with an optimistic forward
 estimate (its latency shrinking like 1/trials, bounded by what similar tasks reach per FLOP).
 Every task first gets one round (warm-up); an epsilon share of rounds goes to a random task.
+
+The objective is either that weighted latency (the network's run time) or the weighted sum of
+log latencies (``geomean``): every task's *relative* gain then counts alike, so a small layer far
+from its potential is not starved by the big ones, which is what a per-layer comparison (the
+geometric mean of speedups, no layer left behind) asks for.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from .measure import LocalMeasurer
 from .task import TuningOptions
 from .tune import TaskTuner, default_cost_model
 
-__all__ = ["tune_tasks", "TuneTasksResult", "SchedulerStrategy"]
+__all__ = ["tune_tasks", "TuneTasksResult", "SchedulerStrategy", "SchedulerObjective"]
 
 ALPHA = 0.2   # weight of the backward (observed) slope against the forward estimate
 BETA = 2.0    # how far beyond similar tasks' throughput a task may be expected to go
@@ -28,6 +33,11 @@ WINDOW = 3    # rounds over which the backward slope is taken
 class SchedulerStrategy:
     GRADIENT = "gradient"
     ROUND_ROBIN = "round-robin"
+
+
+class SchedulerObjective:
+    LATENCY = "latency"   # sum(w_i * best_i): the network's latency
+    GEOMEAN = "geomean"   # sum(w_i * log best_i): relative gains count alike
 
 
 @dataclass
@@ -45,7 +55,7 @@ class TuneTasksResult:
 
 def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOptions | None = None,
                strategy: str = SchedulerStrategy.GRADIENT, cost_model_factory=None, measurer=None,
-               progress=None) -> TuneTasksResult:
+               progress=None, objective: str = SchedulerObjective.LATENCY) -> TuneTasksResult:
     """Tune ``tasks`` with ``trials`` measurements in all, allocated round by round.
 
     Parameters
@@ -58,6 +68,8 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
     weights : list of float, optional
         How often each task runs in the network (default 1 each).
     strategy : "gradient" or "round-robin"
+    objective : "latency" or "geomean"
+        What the gradient strategy minimizes: ``sum(w_i * best_i)`` or ``sum(w_i * log best_i)``.
     cost_model_factory : callable, optional
         ``factory(task) -> CostModel``; default: ONE learned model (when available, else random)
         shared by all tasks, as Ansor does: it trains on every task's measurements (labels are
@@ -72,6 +84,8 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
         raise ValueError(f"{len(weights)} weights for {len(tasks)} tasks")
     if strategy not in (SchedulerStrategy.GRADIENT, SchedulerStrategy.ROUND_ROBIN):
         raise ValueError(f"unknown strategy {strategy!r}")
+    if objective not in (SchedulerObjective.LATENCY, SchedulerObjective.GEOMEAN):
+        raise ValueError(f"unknown objective {objective!r}; expected 'latency' or 'geomean'")
     opt = options or TuningOptions()
     rng = np.random.default_rng(opt.seed)
     if cost_model_factory is None:
@@ -90,7 +104,8 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
             alive = [i for i, tu in enumerate(tuners) if not tu.exhausted]
             if not alive:
                 break
-            i = _pick(strategy, tuners, weights, best_hist, alive, turn, rng, opt.eps_greedy)
+            i = _pick(strategy, tuners, weights, best_hist, alive, turn, rng, opt.eps_greedy,
+                      objective)
             turn += 1
             n = tuners[i].round(measurer, min(opt.measures_per_round, trials - used))
             used += n
@@ -117,7 +132,7 @@ def _weighted(out: TuneTasksResult) -> float:
     return sum(w * r.best_cost for w, r in zip(out.weights, out.results))
 
 
-def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps) -> int:
+def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps, objective) -> int:
     unwarmed = [i for i in alive if not best_hist[i]]
     if strategy == SchedulerStrategy.ROUND_ROBIN:
         return alive[turn % len(alive)]
@@ -125,12 +140,12 @@ def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps) -> int:
         return unwarmed[0]
     if rng.random() < eps:
         return int(rng.choice(alive))
-    grads = {i: _gradient(i, tuners, weights, best_hist) for i in alive}
+    grads = {i: _gradient(i, tuners, weights, best_hist, objective) for i in alive}
     return min(grads, key=lambda i: grads[i])  # the most negative expected change
 
 
-def _gradient(i, tuners, weights, best_hist) -> float:
-    """Expected change of the weighted latency per trial spent on task ``i`` (negative: gain)."""
+def _gradient(i, tuners, weights, best_hist, objective=SchedulerObjective.LATENCY) -> float:
+    """Expected change of the objective per trial spent on task ``i`` (negative: gain)."""
     res = tuners[i].result
     g = res.best_cost
     if not math.isfinite(g):
@@ -152,4 +167,6 @@ def _gradient(i, tuners, weights, best_hist) -> float:
     if similar:
         g_next = max(g_next, flops / (BETA * max(similar)))
     forward = (g_next - g) / per_round
-    return weights[i] * (ALPHA * backward + (1 - ALPHA) * forward)
+    grad = weights[i] * (ALPHA * backward + (1 - ALPHA) * forward)
+    # d(log g) = dg / g: the same slopes, relative to the task's own latency
+    return grad / g if objective == SchedulerObjective.GEOMEAN else grad
