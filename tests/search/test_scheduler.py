@@ -52,6 +52,29 @@ def test_gradient_prefers_heavy_tasks_and_tasks_without_a_valid_result():
     assert g[1] < g[0] < 0 and g[2] == float("-inf")
 
 
+def test_geomean_objective_weighs_relative_gains():
+    class R:
+        def __init__(self, cost, trials):
+            self.best_cost, self.trials = cost, trials
+
+    class T:
+        def __init__(self, cost, flops, trials):
+            self.result, self.flops = R(cost, trials), flops
+            self.task = type("t", (), {"dag": type("d", (), {"outputs": [type("o", (), {
+                "op": type("op", (), {"tag": "conv"})})]})})
+
+    # a big layer tuned for 64 trials and a small one tuned for 16: the small one's next round is
+    # expected to cut more of its own latency (1/trials), the big one's more milliseconds
+    tuners = [T(1e-1, 1e10, 64), T(1e-3, 1e8, 16)]
+    hist = [[1e-1] * 4, [1e-3]]
+    lat = [_gradient(i, tuners, [1, 1], hist, "latency") for i in range(2)]
+    geo = [_gradient(i, tuners, [1, 1], hist, "geomean") for i in range(2)]
+    assert lat[0] < lat[1] < 0  # latency: the big layer first
+    assert geo[1] < geo[0] < 0  # geomean: the small layer
+    with pytest.raises(ValueError, match="unknown objective"):
+        tc.tune_tasks([tc.SearchTask(W.matmul(8, 8, 8).dag)], trials=1, objective="max")
+
+
 def test_tasks_share_one_default_cost_model(tmp_path, monkeypatch):
     """Without a factory, one model serves every task (Ansor's shared model): it is made once,
     for the list of tasks, and sees every task's measurements."""
