@@ -26,13 +26,15 @@ offset   len   group
 176      3     outer scope: trip count (product of enclosing extents times the share of iterations
                that pass the enclosing guards: the count everything above is weighted by), loops,
                auto_unroll_max_step in effect
-179      7     guards enclosing the store, data-dependent loops enclosing it, share of the
+179      8     guards enclosing the store, data-dependent loops enclosing it, share of the
                iterations that pass the guards (non-divisible tiles waste the rest), parallel
                imbalance (``ceil(p / cores) * cores / p - 1`` for p parallel iterations); the
                effective innermost loop: its extent, the straight-line body it contains (product
                of the unrolled extents), whether it is vectorizable (stride-1 store, all
-               accesses of stride 0 or 1)
-186      7     GPU (zero for CPU programs): threads per block and blocks (products of the
+               accesses of stride 0 or 1); the straight-line body's contiguous width (the
+               largest unrolled loop inside the effective innermost one along which the store
+               has stride 1 and every load stride 0 or 1: what LLVM's SLP vectorizer packs)
+187      7     GPU (zero for CPU programs): threads per block and blocks (products of the
                threadIdx / blockIdx extents around the store), vthreads, shared and local bytes
                allocated in the store's kernel, whether the store writes shared memory, and for
                such a store (a cooperative fetch) its vector length (1: not vectorized)
@@ -72,7 +74,7 @@ FEATURE_NAMES = tuple(
     + ["alloc_bytes", "alloc_bytes_x_outer", "alloc_outer", "alloc_inner"]
     + ["outer_prod", "num_loops", "auto_unroll"]
     + ["num_guards", "num_data_loops", "guard_pass", "par_imbalance", "eff_inner_len",
-       "eff_unrolled_body", "eff_vectorizable"]
+       "eff_unrolled_body", "eff_vectorizable", "eff_slp_width"]
     + ["gpu_threads", "gpu_blocks", "gpu_vthreads", "gpu_shared_bytes", "gpu_local_bytes",
        "gpu_store_shared", "gpu_coop_vec"])
 #: Floats per store row (see the module docstring for the layout).
@@ -84,8 +86,8 @@ O_ANN, O_GPU, O_BUF = 16, 49, 57
 O_AI = O_BUF + MAX_BUFS * NBUF
 O_ALLOC, O_OUT, O_EXTRA = O_AI + AI_SAMPLES, O_AI + AI_SAMPLES + 4, O_AI + AI_SAMPLES + 7
 #: GPU kernel figures, appended (CPU rows hold zeros there)
-O_GPU2 = O_EXTRA + 7
-assert FEATURE_LEN == O_GPU2 + 7 == 193
+O_GPU2 = O_EXTRA + 8
+assert FEATURE_LEN == O_GPU2 + 7 == 194
 
 #: loop kind -> its block of 11 in the annotation group
 ANN_SLOT = {ForKind.VECTORIZED: 0, ForKind.UNROLLED: 1, ForKind.PARALLEL: 2}

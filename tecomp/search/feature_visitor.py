@@ -228,7 +228,8 @@ class FuncFeatures:
             else:
                 eff = l
                 break
-        vectorizable = self.buffers(row, accesses, loops, exts, suffix, trip, flops_per_iter, eff)
+        vectorizable, slp = self.buffers(row, accesses, loops, exts, suffix, trip, flops_per_iter,
+                                         eff)
         # allocation of the stored buffer
         if st.buffer in allocs:
             d = allocs[st.buffer]
@@ -239,8 +240,9 @@ class FuncFeatures:
         par = math.prod(x[1] for x in loops if x[2].kind is ForKind.PARALLEL)
         cores = self.info.cores
         imbalance = math.ceil(par / cores) * cores / par - 1.0 if par >= 1 else cores - 1.0
-        row[O_EXTRA:O_EXTRA + 7] = [len(guards), sum(1 for x in loops if x[3]), frac, imbalance,
-                                      exts[eff] if eff is not None else 0.0, body, vectorizable]
+        row[O_EXTRA:O_EXTRA + 8] = [len(guards), sum(1 for x in loops if x[3]), frac, imbalance,
+                                      exts[eff] if eff is not None else 0.0, body, vectorizable,
+                                      slp]
         if row[O_GPU]:
             row[O_GPU2:O_GPU2 + 7] = gpu_figures(st, loops, self.kernels)
         self.rows.append(row)
@@ -267,7 +269,8 @@ class FuncFeatures:
 
     def buffers(self, row, accesses, loops, exts, suffix, trip, flops_per_iter, eff) -> float:
         """Fill the buffer and intensity features; return whether the effective innermost loop
-        ``eff`` is vectorizable (stored with stride 1, every access of stride 0 or 1)."""
+        ``eff`` is vectorizable (stored with stride 1, every access of stride 0 or 1), and the
+        contiguous width of the straight-line body inside it (1: none)."""
         n = len(loops)
         vectorizable = eff is not None and loops[eff][2].kind in (ForKind.SERIAL,
                                                                   ForKind.VECTORIZED)
@@ -298,6 +301,8 @@ class FuncFeatures:
             fp[b] = levels
         level_bytes = [sum(fp[b][l] * b.dtype.itemsize for b in fp) for l in range(n + 1)]
         feats = []
+        body = [l for l in range(n if eff is None else eff + 1, n) if exts[l] > 1]
+        slp_ok = dict.fromkeys(body, True)
         for b, accs in by_buf.items():
             eb = b.dtype.itemsize
             f = [0.0] * NBUF
@@ -332,6 +337,10 @@ class FuncFeatures:
             f[13:17] = [f[3] / ct, f[4] / ct, f[5] / ct, f[6] / ct]
             f[18] = 0.0 if b.scope is Scope.GLOBAL else 1.0
             f[19] = 1.0 if any(a.indirect for a in accs) else 0.0
+            for l in body:  # along l: the store must be contiguous, the loads contiguous or fixed
+                st = abs(flat.get(id(loops[l][0]), 0.0))
+                if st > 1 or f[19] or (st != 1 and any(a.write for a in accs)):
+                    slp_ok[l] = False
             if eff is not None:
                 f[20] = abs(flat.get(id(loops[eff][0]), 0.0))
                 if f[20] > 1 or f[19] or (f[20] != 1 and any(a.write for a in accs)):
@@ -347,7 +356,8 @@ class FuncFeatures:
             top = xs[-1]
             pts = np.interp([top * k / (AI_SAMPLES - 1) for k in range(AI_SAMPLES)], xs, ys)
             row[O_AI:O_AI + AI_SAMPLES] = pts.tolist()
-        return 1.0 if vectorizable else 0.0
+        slp = max((exts[l] for l, ok in slp_ok.items() if ok), default=1.0)
+        return (1.0 if vectorizable else 0.0), slp
 
 
 def _n_points(env) -> int:

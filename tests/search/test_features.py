@@ -41,7 +41,7 @@ def _candidates(task, per_sketch=3, seed=0):
 
 
 def test_layout_is_documented():
-    assert F.FEATURE_LEN == len(F.FEATURE_NAMES) == 193
+    assert F.FEATURE_LEN == len(F.FEATURE_NAMES) == 194
     assert len(set(F.FEATURE_NAMES)) == F.FEATURE_LEN
 
 
@@ -89,6 +89,21 @@ def test_features_differ_between_tile_sizes_and_vectorization():
     assert not np.array_equal(f0, f2)
     vec_num = F.FEATURE_NAMES.index("vec_num")
     assert f0[:, vec_num].max() > 0 and f2[:, vec_num].max() == 0
+
+
+def test_slp_width_sees_a_contiguous_straight_line_body():
+    # no vectorize annotation: LLVM's SLP vectorizer packs the unrolled innermost j tile (C and B
+    # contiguous along j), but not an unrolled i tile (C has stride N along i)
+    task = SearchTask(W.matmul(64, 64, 64).dag)
+    sk = generate_sketches(task)
+    dec = {"tile": {"0": [2, 4, 2], "1": [2, 4, 8], "2": [8]}, "vec": {"matmul": 0},
+           "par": {"matmul": 1}, "unroll": {"matmul": 0}, "pack": {"A": 0, "B": 0}}
+    wide = materialize(task, 0, sk[0], dec, np.random.default_rng(0))
+    narrow = _with(wide, task, tile={"1": [64, 1, 1]})  # no j inside the k loop
+    fx = F.FeatureExtractor(task)
+    slp = F.FEATURE_NAMES.index("eff_slp_width")
+    assert fx.extract_one(wide)[:, slp].max() == pytest.approx(np.log2(1 + 8))
+    assert fx.extract_one(narrow)[:, slp].max() == pytest.approx(1.0)  # log2(1 + 1)
 
 
 def test_cache_returns_the_same_array_and_extract_matches():
