@@ -9,7 +9,12 @@ and the model trained on the first part is scored on the second::
 
 ``--train-log`` adds other runs' logs of the same workload to the training data (a model that
 has seen earlier tuning runs, as a resumed or repeated tuning has); programs of the held-out rounds
-are removed from them, so the test set stays unseen.
+are removed from them, so the test set stays unseen. ``--other-log SPEC=LOG`` adds a log of
+another workload (``SPEC``: the workload name, then its shape values and ``NAME=VALUE``
+parameters, space-separated, e.g. ``"conv2d_nchw"`` or ``"matmul 512 512 512"``), labelled
+within its own workload: the shared model of a network's tuning, or one that has seen other
+tunings on this machine, learns what makes programs fast across workloads.
+``--seeds N`` averages the figures over N model seeds.
 
 Reported: pairwise ranking accuracy (the share of test pairs with different measured throughput
 that the model orders the same way; failed runs have throughput 0) and top-k recall (how many of
@@ -84,19 +89,21 @@ def candidates_from_records(dag, records) -> tuple:
 
 
 def evaluate(task, records, train_frac: float = 0.7, k: int = 32, extra_records=(),
-             **model_kw) -> dict:
+             other=(), **model_kw) -> dict:
     """Train an :class:`~tecomp.search.xgb_model.XGBModel` on the first ``train_frac`` of the
     records of ``task`` (log order) and score it on the rest.
 
     ``extra_records`` (other runs of the same workload) are added to the training data, less
-    the programs of the held-out part.
+    the programs of the held-out part. ``other`` is a list of ``(SearchTask, records)`` of other
+    workloads, added to the training data in their own label groups.
 
     Returns
     -------
     dict
         ``n_train``, ``n_test``, ``pairwise_accuracy``, ``top_k_recall``, ``k``,
         ``train_pairwise_accuracy``, ``extract_per_s`` (lowering + features),
-        ``train_seconds``, ``skipped``, ``n_extra`` (extra training programs used).
+        ``train_seconds``, ``skipped``, ``n_extra`` (extra training programs used),
+        ``n_other`` (programs of other workloads used).
     """
     from .features import FeatureExtractor
     from .xgb_model import XGBModel
@@ -119,17 +126,31 @@ def evaluate(task, records, train_frac: float = 0.7, k: int = 32, extra_records=
     for c, f, cost in zip(extra + cands[:n_train], list(extra_feats) + list(feats[:n_train]),
                           list(extra_costs) + list(costs[:n_train])):
         model.add_sample(c.key, f, cost, group)
+    n_other = 0
+    for otask, orecords in other:
+        ocands, ocosts, _ = candidates_from_records(otask.dag, orecords)
+        okey = otask.dag.workload_key
+        if okey == group:
+            raise ValueError("an --other-log workload is the evaluated workload itself; give its "
+                             "log with --train-log")
+        for c, f, cost in zip(ocands, FeatureExtractor(otask).extract(ocands), ocosts):
+            model.add_sample(c.key, f, cost, okey)
+        n_other += len(ocands)
     model.train()
     thr = np.where(np.isfinite(costs), 1.0 / np.where(np.isfinite(costs), costs, 1.0), 0.0)
     pred = model.predict_features(feats[n_train:])
     pred_tr = model.predict_features(feats[:n_train])
     return {"n_train": n_train, "n_test": len(cands) - n_train, "skipped": skipped, "k": k,
-            "n_extra": len(extra),
+            "n_extra": len(extra), "n_other": n_other,
             "pairwise_accuracy": pairwise_accuracy(pred, thr[n_train:]),
             "top_k_recall": top_k_recall(pred, thr[n_train:], k),
             "train_pairwise_accuracy": pairwise_accuracy(pred_tr, thr[:n_train]),
             "extract_per_s": len(cands) / max(t_ext, 1e-9),
             "train_seconds": model.train_seconds}
+
+
+def _mean_of(n: int) -> str:
+    return f", mean of {n} model seeds" if n > 1 else ""
 
 
 def main(argv=None) -> int:
@@ -145,6 +166,10 @@ def main(argv=None) -> int:
     ap.add_argument("--train-frac", type=float, default=0.7)
     ap.add_argument("--train-log", action="append", default=[], metavar="LOG",
                     help="another run's log of the workload, added to the training data")
+    ap.add_argument("--other-log", action="append", default=[], metavar="SPEC=LOG",
+                    help='a log of another workload, added to the training data, e.g. '
+                         '"conv2d_nchw=tuning_logs/conv2d_nchw_random.jsonl"')
+    ap.add_argument("--seeds", type=int, default=1, help="average over this many model seeds")
     ap.add_argument("-k", type=int, default=32, help="k of top-k recall")
     ap.add_argument("--min-weight", type=float, default=None)
     ap.add_argument("--objective", choices=("rank", "regression"), default=None,
@@ -153,31 +178,47 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from ..schedule.records import load_records
     from .task import SearchTask
-    params = dict(p.split("=", 1) for p in args.param)
     from ..testing.workloads import parse_value, workload_from_spec
-    try:
-        wl = workload_from_spec(args.workload, args.shape,
-                                {k: parse_value(v) for k, v in params.items()})
-    except ValueError as e:
-        raise SystemExit(f"model_eval: {e}") from None
+
+    def spec_workload(name, shape, params):
+        try:
+            return workload_from_spec(name, shape, {k: parse_value(v) for k, v in params})
+        except ValueError as e:
+            raise SystemExit(f"model_eval: {e}") from None
+    wl = spec_workload(args.workload, args.shape, [p.split("=", 1) for p in args.param])
     task = SearchTask(wl.dag, inputs=wl.index_data or None)
+    other = []
+    for item in args.other_log:
+        spec, sep, path = item.rpartition("=")
+        words = spec.split()
+        if not sep or not words:
+            raise SystemExit(f"model_eval: --other-log wants SPEC=LOG, got {item!r}")
+        owl = spec_workload(words[0], [int(w) for w in words[1:] if "=" not in w],
+                            [w.split("=", 1) for w in words[1:] if "=" in w])
+        other.append((SearchTask(owl.dag, inputs=owl.index_data or None), load_records(path)))
     records = [r for log in args.logs for r in load_records(log)]
     kw = {} if args.min_weight is None else {"min_weight": args.min_weight}
     if args.objective is not None:
         kw["objective"] = args.objective
     try:
         extra = [r for log in args.train_log for r in load_records(log)]
-        res = evaluate(task, records, args.train_frac, args.k, extra_records=extra, **kw)
+        runs = [evaluate(task, records, args.train_frac, args.k, extra_records=extra,
+                         other=other, seed=s, **kw) for s in range(max(args.seeds, 1))]
     except ValueError as e:
         print(f"model_eval: {e}", file=sys.stderr)
         return 1
+    res = dict(runs[0])
+    for key in ("pairwise_accuracy", "top_k_recall", "train_pairwise_accuracy", "train_seconds"):
+        res[key] = float(np.mean([r[key] for r in runs]))
+    res["seeds"] = len(runs)
     if args.json:
         print(json.dumps(res))
     else:
         print(f"{wl!r}: {res['n_train']} train / {res['n_test']} test records "
-              f"({res['skipped']} skipped, {res['n_extra']} from other runs)\n"
+              f"({res['skipped']} skipped, {res['n_extra']} from other runs, {res['n_other']} of "
+              f"other workloads)\n"
               f"  pairwise ranking accuracy {res['pairwise_accuracy']:.3f} "
-              f"(train {res['train_pairwise_accuracy']:.3f})\n"
+              f"(train {res['train_pairwise_accuracy']:.3f}){_mean_of(len(runs))}\n"
               f"  top-{res['k']} recall {res['top_k_recall']:.3f}\n"
               f"  features {res['extract_per_s']:.0f} programs/s, training "
               f"{res['train_seconds']:.2f} s")

@@ -184,6 +184,21 @@ def test_model_eval_on_a_log(tmp_path, capsys):
     # another workload's log has no usable record
     assert main([str(log), "--workload", "matmul", "--shape", "32", "64", "64"]) == 1
 
+    # another workload's log joins the training data in its own label group
+    wl2 = W.matmul(32, 64, 64)
+    task2 = SearchTask(wl2.dag)
+    log2 = tmp_path / "log2.jsonl"
+    append_records(log2, [Record(task2.workload_key, "llvm", c.state.steps_records(),
+                                 c.decisions, r) for c, r in _measured(task2, 40, seed=6)])
+    assert main([str(log), "--workload", "matmul", "--shape", "64", "64", "64", "--json",
+                 "--seeds", "2", "--other-log", f"matmul 32 64 64={log2}"]) == 0
+    res2 = json.loads(capsys.readouterr().out)
+    assert res2["n_other"] == 40 and res2["seeds"] == 2 and res2["n_test"] == 36
+    assert 0.5 < res2["pairwise_accuracy"] <= 1
+    with pytest.raises(SystemExit, match="SPEC=LOG"):
+        main([str(log), "--workload", "matmul", "--shape", "64", "64", "64", "--other-log",
+              str(log2)])
+
 
 def test_ranking_metrics():
     assert pairwise_accuracy([1, 2, 3], [10, 20, 30]) == 1.0
