@@ -5,6 +5,11 @@
 For each seed: random-model search for ``--trials`` trials, then learned-model search (XGBoost)
 until it reaches the random search's final best (or ``--trials`` trials). Prints, per seed, the
 trials each needed and the ratio, and the mean.
+
+``--pretrain "SPEC=LOG"`` (repeatable; SPEC as in ``python -m tecomp.search.model_eval
+--other-log``) gives the learned model the measured programs of other workloads' logs before it
+starts (a model that has seen other tunings on this machine); its logs are named
+``*_pretrained_s*.jsonl``.
 """
 import argparse
 import os
@@ -48,15 +53,21 @@ def main():
     ap.add_argument("--logdir", default="tuning_logs/efficiency")
     ap.add_argument("--reuse-random", action="store_true",
                     help="take the random search's best from its existing complete log")
+    ap.add_argument("--pretrain", action="append", default=[], metavar="SPEC=LOG",
+                    help="another workload's tuning log the learned model trains on first")
     args = ap.parse_args()
+    from tecomp.schedule.records import load_records
+    from tecomp.search.model_eval import task_and_log
+    pre = [(t, load_records(p)) for t, p in map(task_and_log, args.pretrain)]
     os.makedirs(args.logdir, exist_ok=True)
     wl = CASES[args.workload]()
     task = tc.SearchTask(wl.dag)
     rows = []
     for seed in args.seeds:
         opt = tc.TuningOptions(seed=seed, verbose=False)
-        logs = {kind: os.path.join(args.logdir, f"{args.workload}_{kind}_s{seed}.jsonl")
-                for kind in ("random", "learned")}
+        logs = {kind: os.path.join(args.logdir, f"{args.workload}_{name}_s{seed}.jsonl")
+                for kind, name in (("random", "random"),
+                                   ("learned", "pretrained" if pre else "learned"))}
         done = _history(logs["random"], task) if args.reuse_random else []
         for kind in ("random", "learned"):
             if os.path.exists(logs[kind]) and not (kind == "random" and len(done) >= args.trials):
@@ -73,9 +84,14 @@ def main():
         def progress(res, target=target):
             if res.best_gflops >= target * 0.999:
                 raise Stop
+        model = XGBModel(task, seed=seed)
+        if pre:
+            n = sum(model.add_records(t, recs) for t, recs in pre)
+            model.train()
+            print(f"learned model pre-trained on {n} programs of {len(pre)} other workload(s)")
         try:
             lrn = tc.tune(task, trials=args.trials, log=logs["learned"], options=opt,
-                          cost_model=XGBModel(task, seed=seed), progress=progress)
+                          cost_model=model, progress=progress)
             hist = lrn.history
         except Stop:
             hist = _history(logs["learned"], task)

@@ -31,7 +31,8 @@ import time
 
 import numpy as np
 
-__all__ = ["pairwise_accuracy", "top_k_recall", "candidates_from_records", "evaluate", "main"]
+__all__ = ["pairwise_accuracy", "top_k_recall", "candidates_from_records", "evaluate",
+           "task_and_log", "main"]
 
 
 def pairwise_accuracy(pred, truth) -> float:
@@ -128,14 +129,10 @@ def evaluate(task, records, train_frac: float = 0.7, k: int = 32, extra_records=
         model.add_sample(c.key, f, cost, group)
     n_other = 0
     for otask, orecords in other:
-        ocands, ocosts, _ = candidates_from_records(otask.dag, orecords)
-        okey = otask.dag.workload_key
-        if okey == group:
+        if otask.dag.workload_key == group:
             raise ValueError("an --other-log workload is the evaluated workload itself; give its "
                              "log with --train-log")
-        for c, f, cost in zip(ocands, FeatureExtractor(otask).extract(ocands), ocosts):
-            model.add_sample(c.key, f, cost, okey)
-        n_other += len(ocands)
+        n_other += model.add_records(otask, orecords)
     model.train()
     thr = np.where(np.isfinite(costs), 1.0 / np.where(np.isfinite(costs), costs, 1.0), 0.0)
     pred = model.predict_features(feats[n_train:])
@@ -147,6 +144,25 @@ def evaluate(task, records, train_frac: float = 0.7, k: int = 32, extra_records=
             "train_pairwise_accuracy": pairwise_accuracy(pred_tr, thr[:n_train]),
             "extract_per_s": len(cands) / max(t_ext, 1e-9),
             "train_seconds": model.train_seconds}
+
+
+def task_and_log(item: str) -> tuple:
+    """``(SearchTask, log path)`` of ``"SPEC=LOG"``, where SPEC is a workload name, then its shape
+    values and ``NAME=VALUE`` parameters, space-separated (``"matmul 512 512 512=m.jsonl"``);
+    raises ``ValueError`` naming the problem."""
+    from ..testing.workloads import parse_value, workload_from_spec
+    from .task import SearchTask
+    spec, sep, path = item.rpartition("=")
+    words = spec.split()
+    if not sep or not words or not path:
+        raise ValueError(f"expected SPEC=LOG (e.g. \"matmul 512 512 512=m.jsonl\"), got {item!r}")
+    try:
+        shape = [int(w) for w in words[1:] if "=" not in w]
+    except ValueError:
+        raise ValueError(f"shape values must be integers in {spec!r}") from None
+    params = {k: parse_value(v) for k, v in (w.split("=", 1) for w in words[1:] if "=" in w)}
+    wl = workload_from_spec(words[0], shape, params)
+    return SearchTask(wl.dag, inputs=wl.index_data or None), path
 
 
 def _mean_of(n: int) -> str:
@@ -189,13 +205,11 @@ def main(argv=None) -> int:
     task = SearchTask(wl.dag, inputs=wl.index_data or None)
     other = []
     for item in args.other_log:
-        spec, sep, path = item.rpartition("=")
-        words = spec.split()
-        if not sep or not words:
-            raise SystemExit(f"model_eval: --other-log wants SPEC=LOG, got {item!r}")
-        owl = spec_workload(words[0], [int(w) for w in words[1:] if "=" not in w],
-                            [w.split("=", 1) for w in words[1:] if "=" in w])
-        other.append((SearchTask(owl.dag, inputs=owl.index_data or None), load_records(path)))
+        try:
+            otask, path = task_and_log(item)
+        except ValueError as e:
+            raise SystemExit(f"model_eval: --other-log: {e}") from None
+        other.append((otask, load_records(path)))
     records = [r for log in args.logs for r in load_records(log)]
     kw = {} if args.min_weight is None else {"min_weight": args.min_weight}
     if args.objective is not None:

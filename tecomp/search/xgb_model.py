@@ -195,6 +195,19 @@ class XGBModel:
         else:
             self.feats[pos], self.costs[pos], self.groups[pos] = features, float(cost), group
 
+    def add_records(self, task, records) -> int:
+        """Add the measured programs of tuning ``records`` of ``task`` (records of other workloads
+        are skipped) as training samples, labelled within ``task``'s workload; call
+        :meth:`train` after the last. A model that has seen other tunings on this machine ranks
+        candidates from the first round instead of scoring at random (``python -m
+        tecomp.search.model_eval --other-log`` measures what that is worth). Returns how many
+        programs were added."""
+        from .model_eval import candidates_from_records
+        cands, costs, _ = candidates_from_records(task.dag, records)
+        for c, f, cost in zip(cands, FeatureExtractor(task).extract(cands), costs):
+            self.add_sample(c.key, f, cost, task.dag.workload_key)
+        return len(cands)
+
     @property
     def n_valid(self) -> int:
         """Measured programs with a finite cost."""

@@ -200,6 +200,22 @@ def test_model_eval_on_a_log(tmp_path, capsys):
               str(log2)])
 
 
+def test_a_model_pretrained_on_another_workload_ranks_a_new_one():
+    from tecomp.schedule.records import Record, load_records
+    from tecomp.search.model_eval import pairwise_accuracy
+    seen, new = SearchTask(W.matmul(64, 64, 64).dag), SearchTask(W.matmul(64, 32, 64).dag)
+    recs = [Record(seen.workload_key, "llvm", c.state.steps_records(), c.decisions, r)
+            for c, r in _measured(seen, 200, seed=7)]
+    m = XGBModel(new, seed=0)
+    assert m.add_records(new, recs) == 0  # records of another workload are skipped
+    assert m.add_records(seen, recs) == 200 and m.n_valid > m.warmup_samples
+    m.train()
+    test = _measured(new, 60, seed=8)  # the same synthetic cost rule on the unseen workload
+    cost = np.array([r.mean_cost if r.is_valid else np.inf for _, r in test])
+    thr = np.where(np.isfinite(cost), 1 / np.where(np.isfinite(cost), cost, 1), 0)
+    assert pairwise_accuracy(m.predict([c for c, _ in test]), thr) > 0.8
+
+
 def test_ranking_metrics():
     assert pairwise_accuracy([1, 2, 3], [10, 20, 30]) == 1.0
     assert pairwise_accuracy([3, 2, 1], [10, 20, 30]) == 0.0
