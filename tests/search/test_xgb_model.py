@@ -201,8 +201,7 @@ def test_model_eval_on_a_log(tmp_path, capsys):
 
 
 def test_a_model_pretrained_on_another_workload_ranks_a_new_one():
-    from tecomp.schedule.records import Record, load_records
-    from tecomp.search.model_eval import pairwise_accuracy
+    from tecomp.schedule.records import Record
     seen, new = SearchTask(W.matmul(64, 64, 64).dag), SearchTask(W.matmul(64, 32, 64).dag)
     recs = [Record(seen.workload_key, "llvm", c.state.steps_records(), c.decisions, r)
             for c, r in _measured(seen, 200, seed=7)]
