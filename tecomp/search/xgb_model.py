@@ -24,7 +24,9 @@ pairwise accuracy / top-32 recall, mean of the three):
   the number of partners moved the mean by less than 0.01.
 
 Until ``warmup_samples`` valid measurements exist, :meth:`XGBModel.predict` returns uniform random
-scores. The booster is retrained from scratch only when the data grew by ``retrain_growth`` (share)
+scores. One round (16) is enough to beat them: trained on the first 16 / 32 / 64 programs of the
+random logs above and scored on the rest, pairwise accuracy is 0.68 / 0.71 / 0.72 on matmul and
+0.69 / 0.69 / 0.72 on conv NCHW (3 seeds), so the default warm-up is 16 valid samples. The booster is retrained from scratch only when the data grew by ``retrain_growth`` (share)
 or by ``retrain_min_new`` samples since the last training, which bounds training time to a few
 percent of a tuning run. Importing this module raises ``ImportError`` when xgboost is missing, so
 ``tc.tune`` falls back to the random model.
@@ -138,7 +140,7 @@ class XGBModel:
         depth 6, eta 0.1 and subsampling, measured as above, instead of depth 10 and eta 0.2).
     """
 
-    def __init__(self, task=None, seed: int = 0, warmup_samples: int = 64,
+    def __init__(self, task=None, seed: int = 0, warmup_samples: int = 16,
                  retrain_growth: float = 0.1, retrain_min_new: int = 64, label: str = "log",
                  min_weight: float = 0.1, num_boost_round: int | None = None,
                  early_stopping_rounds: int = 60, params: dict | None = None,
