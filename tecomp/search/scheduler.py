@@ -3,7 +3,9 @@
 The budget goes, round by round, to the task whose next round is expected to cut the weighted
 total latency ``sum(weight_i * best_latency_i)`` the most (Ansor's gradient scheme): the expected
 gain mixes the recent slope of the task's best latency (backward) with an optimistic forward
-estimate (its latency shrinking like 1/trials, bounded by what similar tasks reach per FLOP).
+estimate: its latency shrinking like 1/trials, or, when that is lower, the latency it would have at
+1/BETA of the best throughput a similar task (same compute tag) reaches, so a layer far behind
+its siblings (a strided conv at 20 GFLOP/s beside 3x3 convs at 160) is expected to catch up.
 Every task first gets one round (warm-up); an epsilon share of rounds goes to a random task.
 
 The objective is either that weighted latency (the network's run time) or the weighted sum of
@@ -26,7 +28,7 @@ from .tune import TaskTuner, default_cost_model
 __all__ = ["tune_tasks", "TuneTasksResult", "SchedulerStrategy", "SchedulerObjective"]
 
 ALPHA = 0.2   # weight of the backward (observed) slope against the forward estimate
-BETA = 2.0    # how far beyond similar tasks' throughput a task may be expected to go
+BETA = 2.0    # a lagging task is expected to reach 1/BETA of its best similar task's FLOP rate
 WINDOW = 3    # rounds over which the backward slope is taken
 
 
@@ -157,15 +159,15 @@ def _gradient(i, tuners, weights, best_hist, objective=SchedulerObjective.LATENC
         backward = (hist[-1] - hist[-1 - WINDOW]) / (WINDOW * per_round)
     else:
         backward = 0.0
-    # forward: latency shrinking like 1/trials, and no faster than BETA x the best FLOP rate
-    # any task of the same kind reaches
+    # forward: latency shrinking like 1/trials, or reaching 1/BETA of the best FLOP rate a task
+    # of the same kind reaches, whichever is lower (Ansor's min(g_next_1, g_next_2))
     flops = tuners[i].flops
     similar = [tu.flops / tu.result.best_cost for tu in tuners
                if math.isfinite(tu.result.best_cost) and tu.task.dag.outputs[0].op.tag
                == tuners[i].task.dag.outputs[0].op.tag]
     g_next = g - g / trials
     if similar:
-        g_next = max(g_next, flops / (BETA * max(similar)))
+        g_next = min(g_next, BETA * flops / max(similar))
     forward = (g_next - g) / per_round
     grad = weights[i] * (ALPHA * backward + (1 - ALPHA) * forward)
     # d(log g) = dg / g: the same slopes, relative to the task's own latency

@@ -52,6 +52,26 @@ def test_gradient_prefers_heavy_tasks_and_tasks_without_a_valid_result():
     assert g[1] < g[0] < 0 and g[2] == float("-inf")
 
 
+def test_a_task_far_behind_its_similar_tasks_is_expected_to_catch_up():
+    class R:
+        def __init__(self, cost, trials):
+            self.best_cost, self.trials = cost, trials
+
+    class T:
+        def __init__(self, cost, flops, trials):
+            self.result, self.flops = R(cost, trials), flops
+            self.task = type("t", (), {"dag": type("d", (), {"outputs": [type("o", (), {
+                "op": type("op", (), {"tag": "conv"})})]})})
+
+    # two layers of one FLOP count, tuned alike: one at 160 GFLOP/s, one at 20; the lagging one
+    # is expected to reach 80 (1/BETA of 160) in its next round, far more than 1/trials of it
+    tuners = [T(1e9 / 160e9, 1e9, 64), T(1e9 / 20e9, 1e9, 64)]
+    hist = [[t.result.best_cost] for t in tuners]
+    g = [_gradient(i, tuners, [1, 1], hist) for i in range(2)]
+    assert g[1] < g[0] < 0
+    assert g[1] == pytest.approx(0.8 * (1e9 / 80e9 - 1e9 / 20e9) / 64)
+
+
 def test_geomean_objective_weighs_relative_gains():
     class R:
         def __init__(self, cost, trials):
