@@ -35,37 +35,31 @@ def test_tune_tasks_spends_the_budget_and_warms_up_every_task(tmp_path, strategy
     assert all(b <= a for a, b in zip(lat, lat[1:]))  # best latencies never get worse
 
 
+class _Result:
+    def __init__(self, cost, trials):
+        self.best_cost, self.trials = cost, trials
+
+
+class _Tuner:
+    """What ``_gradient`` reads of a TaskTuner: best cost, trials, FLOPs and the compute tag."""
+
+    def __init__(self, cost, trials, flops, tag="conv"):
+        self.result, self.flops = _Result(cost, trials), flops
+        self.task = type("t", (), {"dag": type("d", (), {"outputs": [type("o", (), {
+            "op": type("op", (), {"tag": tag})})]})})
+
+
 def test_gradient_prefers_heavy_tasks_and_tasks_without_a_valid_result():
-    class R:
-        def __init__(self, cost, trials):
-            self.best_cost, self.trials = cost, trials
-
-    class T:
-        def __init__(self, cost, trials, flops, tag="matmul"):
-            self.result, self.flops = R(cost, trials), flops
-            self.task = type("t", (), {"dag": type("d", (), {"outputs": [type("o", (), {
-                "op": type("op", (), {"tag": tag})})]})})
-
-    tuners = [T(1e-3, 16, 1e8), T(1e-3, 16, 1e8), T(float("inf"), 16, 1e8)]
+    tuners = [_Tuner(1e-3, 16, 1e8), _Tuner(1e-3, 16, 1e8), _Tuner(float("inf"), 16, 1e8)]
     hist = [[1e-3], [1e-3], [float("inf")]]
     g = [_gradient(i, tuners, [1, 10, 1], hist) for i in range(3)]
     assert g[1] < g[0] < 0 and g[2] == float("-inf")
 
 
 def test_a_task_far_behind_its_similar_tasks_is_expected_to_catch_up():
-    class R:
-        def __init__(self, cost, trials):
-            self.best_cost, self.trials = cost, trials
-
-    class T:
-        def __init__(self, cost, flops, trials):
-            self.result, self.flops = R(cost, trials), flops
-            self.task = type("t", (), {"dag": type("d", (), {"outputs": [type("o", (), {
-                "op": type("op", (), {"tag": "conv"})})]})})
-
     # two layers of one FLOP count, tuned alike: one at 160 GFLOP/s, one at 20; the lagging one
     # is expected to reach 80 (1/BETA of 160) in its next round, far more than 1/trials of it
-    tuners = [T(1e9 / 160e9, 1e9, 64), T(1e9 / 20e9, 1e9, 64)]
+    tuners = [_Tuner(1e9 / 160e9, 64, 1e9), _Tuner(1e9 / 20e9, 64, 1e9)]
     hist = [[t.result.best_cost] for t in tuners]
     g = [_gradient(i, tuners, [1, 1], hist) for i in range(2)]
     assert g[1] < g[0] < 0
@@ -73,19 +67,9 @@ def test_a_task_far_behind_its_similar_tasks_is_expected_to_catch_up():
 
 
 def test_geomean_objective_weighs_relative_gains():
-    class R:
-        def __init__(self, cost, trials):
-            self.best_cost, self.trials = cost, trials
-
-    class T:
-        def __init__(self, cost, flops, trials):
-            self.result, self.flops = R(cost, trials), flops
-            self.task = type("t", (), {"dag": type("d", (), {"outputs": [type("o", (), {
-                "op": type("op", (), {"tag": "conv"})})]})})
-
     # a big layer tuned for 64 trials and a small one tuned for 16: the small one's next round is
     # expected to cut more of its own latency (1/trials), the big one's more milliseconds
-    tuners = [T(1e-1, 1e10, 64), T(1e-3, 1e8, 16)]
+    tuners = [_Tuner(1e-1, 64, 1e10), _Tuner(1e-3, 16, 1e8)]
     hist = [[1e-1] * 4, [1e-3]]
     lat = [_gradient(i, tuners, [1, 1], hist, "latency") for i in range(2)]
     geo = [_gradient(i, tuners, [1, 1], hist, "geomean") for i in range(2)]
