@@ -6,7 +6,8 @@ gain mixes the recent slope of the task's best latency (backward) with an optimi
 estimate: its latency shrinking like 1/trials, or, when that is lower, the latency it would have at
 1/BETA of the best throughput a similar task (same compute tag) reaches, so a layer far behind
 its siblings (a strided conv at 20 GFLOP/s beside 3x3 convs at 160) is expected to catch up.
-Every task first gets one round (warm-up); an epsilon share of rounds goes to a random task.
+Every task without a valid record in the log first gets one round (warm-up); an epsilon share of
+rounds goes to a random task.
 
 The objective is either that weighted latency (the network's run time) or the weighted sum of
 log latencies (``geomean``): every task's *relative* gain then counts alike, so a small layer far
@@ -96,7 +97,10 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
     tuners = [TaskTuner(t, opt, cost_model_factory(t), log) for t in tasks]
     out = TuneTasksResult([tu.result for tu in tuners], weights)
     out.allocation = [0] * len(tasks)
-    best_hist = [[] for _ in tasks]  # best latency after each of the task's rounds
+    # best latency after each of the task's rounds; a task resumed from the log with a valid
+    # record starts warmed up (its log is its first round)
+    best_hist = [[tu.result.best_cost] if tu.resumed and math.isfinite(tu.result.best_cost)
+                 else [] for tu in tuners]
     own = measurer is None
     measurer = measurer or LocalMeasurer(opt)
     t0 = time.perf_counter()
@@ -153,7 +157,7 @@ def _gradient(i, tuners, weights, best_hist, objective=SchedulerObjective.LATENC
     if not math.isfinite(g):
         return -math.inf  # nothing valid yet: any success is an unbounded gain
     hist = best_hist[i]
-    trials = max(res.trials, 1)
+    trials = max(res.trials + getattr(tuners[i], "resumed", 0), 1)  # the log's records count
     per_round = max(trials / max(len(hist), 1), 1)
     if len(hist) > WINDOW and math.isfinite(hist[-1 - WINDOW]):
         backward = (hist[-1] - hist[-1 - WINDOW]) / (WINDOW * per_round)

@@ -80,6 +80,7 @@ class TaskTuner:
         self.target = str(task.target)
         self.flops = task.flop_count()
         self.empty_rounds = 0
+        self.resumed = 0  # records of this task the log held when the tuner started
         if log is not None and os.path.exists(log):
             res = self.result
             mine = [r for r in load_records(log)
@@ -88,6 +89,7 @@ class TaskTuner:
                 self.search.remember(r.key, r.result.mean_cost, r.decisions)
                 if r.result.is_valid and r.result.mean_cost < res.best_cost:
                     res.best_cost, res.best_steps = r.result.mean_cost, r.steps
+            self.resumed = len(mine)
             self._learn_from(mine)
             if options.verbose and self.search.measured:
                 print(f"tecomp: resuming from {log}: {len(self.search.measured)} measured "

@@ -49,6 +49,19 @@ class _Tuner:
             "op": type("op", (), {"tag": tag})})]})})
 
 
+def test_a_resumed_network_tuning_does_not_warm_up_again(tmp_path):
+    tasks = [tc.SearchTask(W.matmul(n, n, n).dag) for n in (16, 24, 32)]
+    log = str(tmp_path / "net.jsonl")
+    opt = tc.TuningOptions(**FAST, eps_greedy=0.0)
+    tc.tune_tasks(tasks, trials=12, log=log, options=opt,
+                  cost_model_factory=lambda t: RandomModel(0))
+    # resumed: every task has its round in the log; the budget follows the gradient, which a
+    # weight of 1000 on the last task makes it take (a warm-up would go to tasks 0 and 1 first)
+    res = tc.tune_tasks(tasks, trials=8, log=log, weights=[1, 1, 1000], options=opt,
+                        cost_model_factory=lambda t: RandomModel(0))
+    assert res.allocation == [0, 0, 8]
+
+
 def test_gradient_prefers_heavy_tasks_and_tasks_without_a_valid_result():
     tuners = [_Tuner(1e-3, 16, 1e8), _Tuner(1e-3, 16, 1e8), _Tuner(float("inf"), 16, 1e8)]
     hist = [[1e-3], [1e-3], [float("inf")]]
