@@ -116,10 +116,9 @@ class ComputeRootStep(Step):
 
 def _insert_stage(state: State, pos: int, stage: StageState) -> None:
     state.stages.insert(pos, stage)
-    for o in state.stages:
+    for o in state.stages:  # a stage's loops do not depend on the index of its attach target
         if o.attach is not None and o.attach[0] >= pos:
             o.attach = (o.attach[0] + 1, o.attach[1])
-            o.invalidate()
 
 
 def _fresh_axes(shape, like=None) -> tuple:
@@ -211,9 +210,10 @@ class CacheReadStep(Step):
             body = transform(o.body, swap)
             if isinstance(o.body, Reduce) and not isinstance(body, Reduce):
                 body = Reduce(o.body.kind, body, o.body.axes)
+            # same root axes, so the same loops: the reader's nest stays (re-deriving a tiled
+            # reader replays all its splits)
             rs.op = ComputeOp(o.name, o.axes, body, out_index=o.out_index if o.is_ragged else None,
                               checks=o.checks, tag=o.tag)
-            rs.invalidate()
         new = StageState(cache, cache.op)
         new.scope = self.scope
         _insert_stage(state, self.stage_id + 1, new)

@@ -11,7 +11,7 @@ from ..ir import dtype as dt
 from ..ir.arith import simplify_index
 from ..ir.dag import ComputeDAG
 from ..ir.expr import (BinOpKind, Const, IterKind, Load, Reduce, TensorRead, Var, binary, free_vars,
-                       simplify, substitute, transform)
+                       substitute, transform)
 from ..ir.loop import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope, Store, seq
 from .bounds import loop_ranges
 from .compute_steps import aligned_strides
@@ -158,8 +158,7 @@ class _Lowering:
 
 
 def substitute_stmt(s: Store, m: dict) -> Store:
-    return Store(s.buffer, tuple(simplify(substitute(i, m)) for i in s.indices),
-                 simplify(substitute(s.value, m)))
+    return Store(s.buffer, tuple(substitute(i, m) for i in s.indices), substitute(s.value, m))
 
 
 def _guard(conds, stmt):

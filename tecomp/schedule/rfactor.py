@@ -5,8 +5,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..ir import dtype as dt
-from ..ir.expr import (Const, IterKind, IterVar, Reduce, free_vars, select,
-                       simplify, substitute)
+from ..ir.expr import Const, IterKind, IterVar, Reduce, free_vars, select, substitute
 from ..ir.tensor import ComputeOp, Tensor
 from .compute_steps import _insert_stage
 from .state import ComputeLocation, ScheduleError, StageState
@@ -61,13 +60,13 @@ class RfactorStep(Step):
         rvars = {p.var: IterVar(p.name, Const(0, dt.INDEX), Const(p.const_extent, dt.INDEX),
                                 IterKind.REDUCE) for p in pieces if p is not it}
         m = {it.var: kf, **rvars}
-        value = simplify(substitute(nest.root_values[axis], m))
+        value = substitute(nest.root_values[axis], m)
         red = op.body
         source = substitute(red.source, {axis: value})
         piece_ids = {id(p.var) for p in pieces}
         guards = [g for g in nest.guards if all(id(v) in piece_ids for v in free_vars(g))]
         for g in guards:
-            source = select(simplify(substitute(g, m)), source, red.identity)
+            source = select(substitute(g, m), source, red.identity)
         others = tuple(a for a in op.reduce_axes if a is not axis)
         spatial = list(op.axes)
         spatial.insert(self.factor_iter_id, kf)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..ir import dtype as dt
 from ..ir.dag import ComputeDAG
-from ..ir.expr import BinOpKind, Const, Expr, IterKind, Var, binary, simplify, substitute
+from ..ir.expr import BinOpKind, Const, Expr, IterKind, Var, binary, substitute
 from ..ir.loop import ThreadAxis
 from ..ir.tensor import PlaceholderOp
 
@@ -106,6 +106,12 @@ class StageState:
         s = StageState(self.tensor, self.op)
         s.relations, s.location, s.attach = list(self.relations), self.location, self.attach
         s.scope, s.region, s.align = self.scope, self.region, self.align
+        # a step never edits a loop nest in place (it builds a new one), so copies share it, and
+        # the memo of bound inference with it: neither is derived again for the copy
+        s._nest = self._nest
+        memo = self.__dict__.get("_region_source")
+        if memo is not None:
+            s._region_source = memo
         return s
 
     # ------------------------------------------------------------------ loop structure
@@ -130,14 +136,14 @@ class StageState:
             if self.region is not None and n < n_spatial:
                 lo, ext, below, above = self.region[n]
                 extent = Const(ext, dt.INDEX)
-                values[a] = simplify(lo + v)
+                values[a] = lo + v
                 if above:
                     guards.append(binary(BinOpKind.LT, values[a], a.end))
                 if below:
                     guards.append(binary(BinOpKind.GE, values[a], a.begin))
             else:
-                extent = simplify(a.end - a.begin)
-                values[a] = simplify(substitute(a.begin, values) + v)
+                extent = a.end - a.begin
+                values[a] = substitute(a.begin, values) + v
             iters.append(Iter(a.name, v, extent, a.kind))
         nest = LoopNest(iters, values, guards)
         for rel in self.relations:
@@ -229,4 +235,4 @@ class State:
 
 
 def substitute_values(e: Expr, values: dict) -> Expr:
-    return simplify(substitute(e, values))
+    return substitute(e, values)

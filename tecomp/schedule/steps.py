@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..ir import dtype as dt
-from ..ir.expr import BinOpKind, Const, IterKind, Var, binary, simplify, substitute
+from ..ir.expr import BinOpKind, Const, IterKind, Var, binary, substitute
 from ..ir.loop import PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, ParallelSchedule
 from .state import Annotation, ComputeLocation, Iter, LoopNest, ScheduleError, State
 
@@ -110,10 +110,12 @@ def _relation(state: State, sid: int, step: Step) -> None:
     _check_order(s, trial)
     s.relations.append(step)
     s._nest = trial  # the replay above is exactly the new loop structure
-    for other in state.stages:  # stages attached to this one follow their loop to its new place
+    # stages attached to this one follow their loop to its new place; their loops are re-derived
+    # only if bound inference (after every step) finds their region changed: an annotation of
+    # the consumer changes none, and re-deriving a tiled producer replays all its splits
+    for other in state.stages:
         if other.attach is not None and other.attach[0] == sid:
             other.attach = (sid, step.remap(other.attach[1]))
-            other.invalidate()
 
 
 def _check_order(stage, nest: LoopNest) -> None:
@@ -133,6 +135,32 @@ def _check_order(stage, nest: LoopNest) -> None:
         bound.add(it.var)
 
 
+def _subst(e, m: dict):
+    """``substitute(e, m)`` for a map of loop variables, without its per-node callback: a split or
+    fuse rewrites every root value and guard of the stage, and most do not use the loop. Nodes
+    without a mapped variable are returned as they are (so are their parents), as substitute does;
+    no ``simplify`` after it: rebuilt nodes are folded by their constructors, and simplify returns
+    an expression whose nodes did not change as it is."""
+    if isinstance(e, Var):
+        r = m.get(e)
+        return e if r is None else r
+    ch = e.children()
+    if not ch:
+        return e
+    new = [_subst(c, m) for c in ch]
+    for a, b in zip(new, ch):
+        if a is not b:
+            return e.with_children(tuple(new))
+    return e
+
+
+def _substitute_nest(nest: LoopNest, m: dict) -> None:
+    values = nest.root_values
+    for a, v in values.items():
+        values[a] = _subst(v, m)
+    nest.guards[:] = [_subst(g, m) for g in nest.guards]
+
+
 def _clamp(lengths: tuple, extent: int | None, inner_to_outer: bool) -> tuple:
     """Lengths no larger than what the extent leaves for them (a split of 10 by 32 makes loops of
     1 and 10, not 1 and 32): a stage computed at a small region keeps its tiling without idle
@@ -150,7 +178,7 @@ def _clamp(lengths: tuple, extent: int | None, inner_to_outer: bool) -> tuple:
 def _ceildiv(e, f: int):
     if isinstance(e, Const):
         return Const(-(-e.value // f), dt.INDEX)
-    return simplify(binary(BinOpKind.FLOORDIV, e + (f - 1), f))
+    return binary(BinOpKind.FLOORDIV, e + (f - 1), f)
 
 
 # ----------------------------------------------------------------------------- loop structure
@@ -187,13 +215,12 @@ class SplitStep(Step):
         new = [Iter(f"{it.name}.{n}", Var(f"{it.name}.{n}"), e, it.kind) for n, e in enumerate(exts)]
         # extents may be expressions of root axes (data-dependent); in the value of the old loop
         # they must be in terms of loop variables like every root value
-        lexts = [simplify(substitute(e, nest.root_values)) for e in exts]
+        lexts = [substitute(e, nest.root_values) for e in exts]
         value = new[0].var
         for n in range(1, len(new)):
             value = value * lexts[n] + new[n].var
         m = {it.var: value}
-        nest.root_values.update({a: simplify(substitute(v, m)) for a, v in nest.root_values.items()})
-        nest.guards[:] = [simplify(substitute(g, m)) for g in nest.guards]
+        _substitute_nest(nest, m)
         total = 1
         for e in exts:
             total = None if total is None or not isinstance(e, Const) else total * e.value
@@ -248,8 +275,7 @@ class FuseStep(Step):
             v = f if inner == 1 else binary(BinOpKind.FLOORDIV, f, inner)
             m[it.var] = v if it is its[0] else binary(BinOpKind.MOD, v, e)
             inner *= e
-        nest.root_values.update({a: simplify(substitute(v, m)) for a, v in nest.root_values.items()})
-        nest.guards[:] = [simplify(substitute(g, m)) for g in nest.guards]
+        _substitute_nest(nest, m)
         nest.iters[ids[0]:ids[-1] + 1] = [Iter(name, f, Const(total, dt.INDEX), its[0].kind)]
 
     def remap(self, pos):

@@ -20,12 +20,13 @@ decision, so a mutation is "change one decision, materialize again".
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..ir.expr import IterKind
 from ..ir.loop import PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, ParallelSchedule
 from ..schedule.compute_steps import ComputeAtStep, ComputeInlineStep
 from ..schedule.inline import effective_readers
+from ..schedule.replay_cache import REPLAY_CACHE
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
 from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep
 from ..target import TargetKind
@@ -52,10 +53,16 @@ class Candidate:
     decisions: dict
     steps: list
     state: State
+    _key: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def key(self) -> str:
-        return self.state.key
+        # the search asks for it many times (dedup, model cache, measured set); a state is not
+        # edited once it is a candidate, but a key is only reused for the same number of steps
+        n = len(self.state.steps)
+        if self._key is None or self._key[0] != n:
+            self._key = (n, self.state.key)
+        return self._key[1]
 
 
 def _divisors(n: int) -> list:
@@ -125,7 +132,7 @@ def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> C
             tiles[idx] = tuple(v)
     steps = sketch.with_lengths(tiles)
     try:
-        state = State.replay(task.dag, steps)
+        state = REPLAY_CACHE.replay(task.dag, steps)  # mutants share most steps: see there
         _compute_locations(state, steps, d["loc"], rng)
         pack_weights(state, steps, d["pack"], rng, _apply)  # after: the pack stays at root
         _parallel(state, steps, d["par"], rng, task.hardware.num_cores, d["chunk"])
@@ -137,7 +144,7 @@ def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> C
 
 
 def _apply(state: State, steps: list, step) -> None:
-    state.apply(step, atomic=False)  # a failed candidate is dropped whole
+    REPLAY_CACHE.apply(state, step)  # not atomic: a failed candidate is dropped whole
     steps.append(step)
 
 

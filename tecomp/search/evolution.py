@@ -9,6 +9,7 @@ epsilon-greedy share picked at random. ``tell`` records what was measured.
 from __future__ import annotations
 
 import copy
+import gc
 import math
 
 import numpy as np
@@ -131,6 +132,19 @@ class EvolutionarySearch:
         return materialize(self.task, i, self.sketches[i], {}, self.rng)
 
     def ask(self, n: int) -> list:
+        # the search allocates millions of short-lived, acyclic objects (expressions, loop nests,
+        # states): refcounting frees them, and the cyclic collector, which would also traverse
+        # everything long-lived (the replay cache, the model's feature cache) each time it runs,
+        # halved the time of an ask when held off until the ask is done
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._ask(n)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _ask(self, n: int) -> list:
         opt, rng = self.options, self.rng
         pop = []
         for _ in range(opt.population * 3):
