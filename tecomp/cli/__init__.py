@@ -19,6 +19,7 @@ Every error is one line on stderr and a non-zero exit status (2 for bad usage); 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import warnings
@@ -232,13 +233,33 @@ def _showwarning(message, category, filename, lineno, file=None, line=None):
     print(f"tecomp: warning: {one_line(message)}", file=sys.stderr, flush=True)
 
 
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    """``kill PID`` (a job scheduler's stop) ends a tuning as Ctrl-C does: the round in flight is
+    dropped, the log keeps every finished one, the workers are closed and the exit status is 130.
+    (A shell starts background jobs with SIGINT ignored, so SIGTERM is how they are stopped.)"""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def main(argv=None) -> int:
     """Run the ``tecomp`` command line; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv[:1]
     if debug:
         argv = argv[1:]
-    with warnings.catch_warnings():
+    with _stop_on_sigterm(), warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _showwarning
         try:

@@ -115,7 +115,8 @@ def _children(pid):
         return None
 
 
-def test_ctrl_c_stops_cleanly_with_the_log_intact(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_ctrl_c_stops_cleanly_with_the_log_intact(tmp_path, sig):
     log = tmp_path / "int.jsonl"
     p = subprocess.Popen([sys.executable, "-m", "tecomp.cli", "tune", *MM, "--trials", "400",
                           "--log", str(log), *FAST], cwd=tmp_path, env=_env(),
@@ -128,7 +129,7 @@ def test_ctrl_c_stops_cleanly_with_the_log_intact(tmp_path):
             time.sleep(0.1)
         assert p.poll() is None, p.communicate()
         workers = _children(p.pid)
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         out, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
