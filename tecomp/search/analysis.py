@@ -7,7 +7,8 @@ from ..schedule.inline import effective_readers
 from ..schedule.state import State
 
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
-           "is_tiled", "spatial_size", "reduce_size", "small_reduction", "has_data_dependent_loops"]
+           "is_tiled", "spatial_size", "reduce_size", "small_reduction", "has_data_dependent_loops",
+           "inner_axis_alternatives"]
 
 
 def is_output(state: State, sid: int) -> bool:
@@ -125,3 +126,47 @@ def has_data_dependent_loops(state: State, sid: int) -> bool:
     return any(a.const_extent is None for a in s.root_axes)
 
 
+
+
+#: an innermost loop shorter than this (16 fp32 lanes of AVX-512) fills vectors badly
+VECTOR_POINTS = 16
+
+
+def _scaled(e, var) -> bool:
+    """``var`` appears multiplied by a constant other than 0 and 1 in ``e`` (a strided access)."""
+    for x in walk(e):
+        if isinstance(x, BinOp) and x.op is BinOpKind.MUL:
+            for a, b in ((x.a, x.b), (x.b, x.a)):
+                if a is var and isinstance(b, Const) and b.value not in (0, 1):
+                    return True
+    return False
+
+
+def inner_axis_alternatives(state: State, sid: int) -> list:
+    """Names of spatial axes worth putting innermost in the register tile instead of the last one.
+
+    When the last spatial axis vectorizes badly (fewer than :data:`VECTOR_POINTS` points, or an
+    input is read along it with a stride: a strided NCHW conv's input rows), an axis of at least
+    that many points that indexes one dimension of an input on its own (a conv weight's output
+    channel, which the ``pack`` decision can make contiguous) can carry the vector instead, the
+    other inputs' values broadcast: the NCHW conv kernel of oneDNN. Only for a stage that
+    accumulates in a local buffer, whose layout follows its loops (the global output keeps its
+    own)."""
+    s = state.stages[sid]
+    axes = list(s.op.axes)
+    if len(axes) < 2 or s.scope != "local":
+        return []
+    last = axes[-1]
+    reads = [x for x in walk(s.op.body) if isinstance(x, TensorRead)]
+    strided = any(_scaled(i, last) for r in reads for i in r.indices)
+    if (last.const_extent or 0) >= VECTOR_POINTS and not strided:
+        return []
+    out = []
+    for a in axes[:-1]:
+        if (a.const_extent or 0) < VECTOR_POINTS:
+            continue
+        if any(sum(1 for i in r.indices if i is a) == 1
+               and all(i is a or not any(x is a for x in walk(i)) for i in r.indices)
+               for r in reads):
+            out.append(a.name)
+    return out

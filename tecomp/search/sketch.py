@@ -23,10 +23,12 @@ TILING_CPU = "SSRSRS"
 
 # ----------------------------------------------------------------------------- tiling helpers
 
-def multi_level_tile(p: _Partial, sid: int, structure: str = TILING_CPU) -> dict:
+def multi_level_tile(p: _Partial, sid: int, structure: str = TILING_CPU,
+                     inner_last: str | None = None) -> dict:
     """Split every constant-extent loop of the stage into the levels of ``structure`` (S: spatial,
     R: reduction) and order the parts level by level. Returns {root loop name: [split step
-    index or None, part names]}.
+    index or None, part names]}. ``inner_last`` names a spatial axis whose innermost part goes
+    last in the innermost level (the vector axis), instead of the stage's last axis.
 
     A tiny reduction (:func:`analysis.small_reduction`: a depthwise conv's KHxKW window) is not
     split: its loops sit whole at the last R level, just outside the innermost (register) tile,
@@ -52,10 +54,12 @@ def multi_level_tile(p: _Partial, sid: int, structure: str = TILING_CPU) -> dict
         kind = IterKind.SPATIAL if ch == "S" else IterKind.REDUCE
         lv = level[kind]
         level[kind] += 1
-        for _, names, k in parts.values():
+        this = []
+        for root, (_, names, k) in parts.items():
             at = lv - (n_r - 1) if small_r and k is IterKind.REDUCE else lv  # last R level
             if k is kind and 0 <= at < len(names) and names[at] not in dynamic:
-                order.append(names[at])
+                this.append((root == inner_last and at == len(names) - 1, names[at]))
+        order += [nm for _, nm in sorted(this, key=lambda t: t[0])]  # stable: inner_last last
     # unsplit loops of kinds the structure lacks, then data-dependent loops (sparse rows), which
     # must sit inside every loop their extent depends on
     for _, names, _k in parts.values():
@@ -177,14 +181,18 @@ class MultiLevelTilingWithFusion(SketchRule):
     def apply(self, p, sid, task):
         cid = an.fusible_consumer(p.state, sid)
         out = []
-        for level in (1, 2):
-            q = p.copy()
-            axes = [it.name for it in q.state.stages[sid].iters if it.kind is IterKind.SPATIAL]
-            parts = multi_level_tile(q, sid)
-            target = follow_tiling(q, cid, parts, axes, level)
-            q.apply(ComputeAtStep(sid, cid, q.state.iter_index(cid, target)))
-            q.tag(f"fuse{level}")
-            out.append((q, sid - 1))
+        # a local accumulator may also carry its vector along another axis (NCHW conv: the
+        # output channels) when the last one vectorizes badly
+        for inner in [None, *an.inner_axis_alternatives(p.state, sid)]:
+            for level in (1, 2):
+                q = p.copy()
+                axes = [it.name for it in q.state.stages[sid].iters
+                        if it.kind is IterKind.SPATIAL]
+                parts = multi_level_tile(q, sid, inner_last=inner)
+                target = follow_tiling(q, cid, parts, axes, level)
+                q.apply(ComputeAtStep(sid, cid, q.state.iter_index(cid, target)))
+                q.tag(f"fuse{level}" + (f"+{inner}-inner" if inner else ""))
+                out.append((q, sid - 1))
         return out
 
 

@@ -63,3 +63,36 @@ def test_small_spatial_large_reduction_adds_rfactor_sketches():
     sks = _sketches(W.matmul(4, 4, 4096))
     names = [s.name for s in sks]
     assert len(sks) == 6 and sum(n.startswith("rfactor") for n in names) == 3
+
+
+@pytest.mark.parametrize("stride,method", [(2, "direct"), (1, "implicit_gemm")])
+def test_nchw_conv_may_carry_its_vector_along_the_output_channels(stride, method):
+    # a strided (or narrow: 6 output columns) NCHW conv vectorizes badly along its last axis;
+    # its local accumulator gets sketches with the output channels innermost (the vector), which
+    # compute the same result
+    import numpy as np
+
+    import tecomp as tc
+    from tecomp.search.annotate import materialize
+    wl = W.conv2d(1, 8, 12 if stride == 2 else 6, 12 if stride == 2 else 6, 32, 3, 3, stride, 1,
+                  1, 1, "NCHW", method)
+    task = SearchTask(wl.dag)
+    sks = generate_sketches(task)
+    names = [s.name for s in sks]
+    inner = [i for i, n in enumerate(names) if n.endswith("o-inner")]
+    assert len(inner) == 2, names
+    rng = np.random.default_rng(0)
+    x = wl.make_inputs(rng)
+    ref = wl.reference(x)[0]
+    for i in inner:
+        c = materialize(task, i, sks[i], {}, rng)
+        assert c is not None
+        local = next(s for s in c.state.stages if s.scope == "local")
+        spatial = [it.name for it in local.iters if it.kind.name == "SPATIAL"]
+        assert spatial[-1] == "o.3", spatial  # the output channels carry the vector
+        k = tc.build(wl.dag, schedule=tc.Schedule(wl.dag, c.steps))
+        np.testing.assert_allclose(k(*x), ref, rtol=1e-3, atol=1e-3)
+    # a conv whose last axis vectorizes well (stride 1, 12 columns and more) and NHWC get none
+    for wl2 in (W.conv2d(1, 8, 20, 20, 32, 3, 3, 1, 1, 1, 1, "NCHW", "direct"),
+                W.conv2d(1, 8, 12, 12, 32, 3, 3, 2, 1, 1, 1, "NHWC", "direct")):
+        assert not any(s.name.endswith("-inner") for s in generate_sketches(SearchTask(wl2.dag)))
