@@ -165,8 +165,10 @@ def inner_axis_alternatives(state: State, sid: int) -> list:
     for a in axes[:-1]:
         if (a.const_extent or 0) < VECTOR_POINTS:
             continue
-        if any(sum(1 for i in r.indices if i is a) == 1
-               and all(i is a or not any(x is a for x in walk(i)) for i in r.indices)
-               for r in reads):
+        users = [r for r in reads if any(x is a for i in r.indices for x in walk(i))]
+        # one input indexed by the axis alone in one dimension; every other read broadcast along
+        # it (a depthwise conv reads its input along the channels too: a gather, not a broadcast)
+        if len(users) == 1 and sum(1 for i in users[0].indices if i is a) == 1 \
+                and all(i is a or not any(x is a for x in walk(i)) for i in users[0].indices):
             out.append(a.name)
     return out
