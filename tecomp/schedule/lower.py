@@ -53,8 +53,10 @@ class _Lowering:
                 self.offsets[id(s.tensor)] = [r[0] for r in s.region]
                 self.attached.setdefault(s.attach, []).append(sid)
             scope = Scope.GLOBAL if id(s.tensor) in self.args else Scope(s.scope)
-            self.buffers[id(s.tensor)] = Buffer(name, shape, s.tensor.dtype, scope,
-                                                aligned_strides(shape, s.align))
+            strides = aligned_strides(shape, s.align)
+            if strides is None and s.location is ComputeLocation.AT and s.scope == "local":
+                strides = loop_order_strides(s, shape)
+            self.buffers[id(s.tensor)] = Buffer(name, shape, s.tensor.dtype, scope, strides)
 
     def run(self, name):
         st, dag = self.state, self.state.dag
@@ -221,3 +223,25 @@ def _auto_unroll(stmt):
             return Allocate(s.buffer, go(s.body, limit))
         return s
     return go(stmt, 0)
+
+
+def loop_order_strides(stage, shape) -> tuple | None:
+    """Strides of a private (local) tile buffer laid out in its stage's loop order: the dimension
+    whose loop is innermost gets stride 1, so a register tile vectorized along the output channels
+    of an NCHW conv is contiguous rather than strided by the tile width. None: row-major already.
+    """
+    axes = [a.name for a in stage.op.axes]
+    last = {}
+    for pos, it in enumerate(stage.iters):
+        for part in it.name.split("@"):  # fused loops: "a.3@b.3"
+            root = part.split(".")[0]
+            if root in axes:
+                last[root] = pos
+    order = sorted(range(len(axes)), key=lambda d: (last.get(axes[d], -1), d))
+    if order == list(range(len(axes))) or len(order) != len(shape):
+        return None
+    out, acc = [0] * len(shape), 1
+    for d in reversed(order):
+        out[d] = acc
+        acc *= shape[d]
+    return tuple(out)
