@@ -233,6 +233,8 @@ def loop_order_strides(stage, shape) -> tuple | None:
     axes = [a.name for a in stage.op.axes]
     last = {}
     for pos, it in enumerate(stage.iters):
+        if it.const_extent == 1:
+            continue  # a loop of one iteration orders nothing (a tile part of length 1)
         for part in it.name.split("@"):  # fused loops: "a.3@b.3"
             root = part.split(".")[0]
             if root in axes:
