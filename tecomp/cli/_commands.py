@@ -214,7 +214,8 @@ def _tune_network(args) -> int:
     opt = _tuning_options(args)
     tstr = str(tasks[0].target)
     print(f"tuning {args.network} (batch {args.batch}, {args.layout}): {len(tasks)} distinct "
-          f"layers, {args.trials} trials in all ({args.strategy}, {args.objective}), target {tstr}, log {log}")
+          f"layers, {args.trials} trials in all ({args.strategy}, {args.objective}), target "
+          f"{tstr}, log {log}")
     mine = sum(_count_records(log, t.workload_key, tstr)[0] for t in tasks)
     if mine:
         print(f"  resuming: the log holds {mine} records of these layers; they are not measured "

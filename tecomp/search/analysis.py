@@ -126,8 +126,6 @@ def has_data_dependent_loops(state: State, sid: int) -> bool:
     return any(a.const_extent is None for a in s.root_axes)
 
 
-
-
 #: an innermost loop shorter than this (16 fp32 lanes of AVX-512) fills vectors badly
 VECTOR_POINTS = 16
 

@@ -146,12 +146,19 @@ def evaluate(task, records, train_frac: float = 0.7, k: int = 32, extra_records=
             "train_seconds": model.train_seconds}
 
 
+def _spec_task(name: str, shape, params) -> tuple:
+    """``(Workload, SearchTask)`` of a workload spec (``params``: ``NAME=VALUE`` strings)."""
+    from ..testing.workloads import parse_value, workload_from_spec
+    from .task import SearchTask
+    kw = {k: parse_value(v) for k, v in (p.split("=", 1) for p in params)}
+    wl = workload_from_spec(name, shape, kw)
+    return wl, SearchTask(wl.dag, inputs=wl.index_data or None)
+
+
 def task_and_log(item: str) -> tuple:
     """``(SearchTask, log path)`` of ``"SPEC=LOG"``, where SPEC is a workload name, then its shape
     values and ``NAME=VALUE`` parameters, space-separated (``"matmul 512 512 512=m.jsonl"``);
     raises ``ValueError`` naming the problem."""
-    from ..testing.workloads import parse_value, workload_from_spec
-    from .task import SearchTask
     spec, sep, path = item.rpartition("=")
     words = spec.split()
     if not sep or not words or not path:
@@ -160,9 +167,7 @@ def task_and_log(item: str) -> tuple:
         shape = [int(w) for w in words[1:] if "=" not in w]
     except ValueError:
         raise ValueError(f"shape values must be integers in {spec!r}") from None
-    params = {k: parse_value(v) for k, v in (w.split("=", 1) for w in words[1:] if "=" in w)}
-    wl = workload_from_spec(words[0], shape, params)
-    return SearchTask(wl.dag, inputs=wl.index_data or None), path
+    return _spec_task(words[0], shape, [w for w in words[1:] if "=" in w])[1], path
 
 
 def _mean_of(n: int) -> str:
@@ -193,16 +198,10 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     from ..schedule.records import load_records
-    from .task import SearchTask
-    from ..testing.workloads import parse_value, workload_from_spec
-
-    def spec_workload(name, shape, params):
-        try:
-            return workload_from_spec(name, shape, {k: parse_value(v) for k, v in params})
-        except ValueError as e:
-            raise SystemExit(f"model_eval: {e}") from None
-    wl = spec_workload(args.workload, args.shape, [p.split("=", 1) for p in args.param])
-    task = SearchTask(wl.dag, inputs=wl.index_data or None)
+    try:
+        wl, task = _spec_task(args.workload, args.shape, args.param)
+    except ValueError as e:
+        raise SystemExit(f"model_eval: {e}") from None
     other = []
     for item in args.other_log:
         try:

@@ -26,9 +26,10 @@ pairwise accuracy / top-32 recall, mean of the three):
 Until ``warmup_samples`` valid measurements exist, :meth:`XGBModel.predict` returns uniform random
 scores. One round (16) is enough to beat them: trained on the first 16 / 32 / 64 programs of the
 random logs above and scored on the rest, pairwise accuracy is 0.68 / 0.71 / 0.72 on matmul and
-0.69 / 0.69 / 0.72 on conv NCHW (3 seeds), so the default warm-up is 16 valid samples. The booster is retrained from scratch only when the data grew by ``retrain_growth`` (share)
-or by ``retrain_min_new`` samples since the last training, which bounds training time to a few
-percent of a tuning run. Importing this module raises ``ImportError`` when xgboost is missing, so
+0.69 / 0.69 / 0.72 on conv NCHW (3 seeds), so the default warm-up is 16 valid samples. The
+booster is retrained from scratch only when the data grew by ``retrain_growth`` (share) or by
+``retrain_min_new`` samples since the last training, which bounds training time to a few percent
+of a tuning run. Importing this module raises ``ImportError`` when xgboost is missing, so
 ``tc.tune`` falls back to the random model.
 """
 from __future__ import annotations
