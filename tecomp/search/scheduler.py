@@ -85,6 +85,8 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
     weights = [1.0] * len(tasks) if weights is None else [float(w) for w in weights]
     if len(weights) != len(tasks):
         raise ValueError(f"{len(weights)} weights for {len(tasks)} tasks")
+    if not all(math.isfinite(w) and w >= 0 for w in weights):
+        raise ValueError(f"task weights must be finite and >= 0, got {weights}")
     if strategy not in (SchedulerStrategy.GRADIENT, SchedulerStrategy.ROUND_ROBIN):
         raise ValueError(f"unknown strategy {strategy!r}")
     if objective not in (SchedulerObjective.LATENCY, SchedulerObjective.GEOMEAN):
