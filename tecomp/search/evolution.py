@@ -2,7 +2,8 @@
 
 ``ask(n)`` builds a population from random annotations of the sketches plus mutants of the best
 measured candidates, evolves it for a few generations under the cost model's scores (parents drawn
-in proportion to score, mutation = change one decision and materialize again), keeps the best
+in proportion to score, a share of the slots kept per sketch, mutation = change one decision and
+materialize again), keeps the best
 distinct never-measured candidates seen in any generation, and returns ``n`` of them, an
 epsilon-greedy share picked at random. ``tell`` records what was measured.
 """
@@ -208,14 +209,28 @@ class EvolutionarySearch:
         return picked
 
     def _next_generation(self, pop: list, scores: np.ndarray) -> list:
+        """Parents drawn in proportion to score; each sketch present keeps ``sketch_share`` of
+        the slots, its parents drawn among its own members (niches: otherwise the generations
+        collapse onto the sketch the model scores highest, and the other sketches' best picks
+        are unevolved random samples)."""
         opt, rng = self.options, self.rng
         w = np.maximum(scores, 0) + 1e-9
-        w = w / w.sum()
+        groups = {}
+        if opt.sketch_share > 0 and len(self.sketches) > 1:
+            for j, c in enumerate(pop):
+                groups.setdefault(c.sketch, []).append(j)
+        # at most half the population reserved, however many sketches there are
+        reserved = (min(int(opt.sketch_share * opt.population),
+                        opt.population // (2 * len(groups))) if len(groups) > 1 else 0)
+        plan = [np.asarray(m) for m in groups.values() for _ in range(reserved)]
         out = []
-        for _ in range(opt.population * 3):
+        everyone = np.arange(len(pop))
+        for attempt in range(opt.population * 3):
             if len(out) >= opt.population:
                 break
-            parent = pop[int(rng.choice(len(pop), p=w))]
+            members = plan[attempt] if attempt < len(plan) else everyone
+            p = w[members] / w[members].sum()
+            parent = pop[int(members[int(rng.choice(len(members), p=p))])]
             if rng.random() < opt.mutation_prob:
                 child = mutate(self.task, self.sketches, parent, rng)
                 if child is not None:

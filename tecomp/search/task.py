@@ -155,3 +155,6 @@ class TuningOptions:
     #: (seed 1) spent 414 of 448 trials on one sketch and missed the best program, which the
     #: random search found in another
     per_sketch_picks: int = 1
+    #: of each generation's slots, this share per sketch present goes to children of that
+    #: sketch's own members (0: parents from the whole population by score alone)
+    sketch_share: float = 0.1

@@ -9,6 +9,7 @@ import textwrap
 import time
 
 import numpy as np
+import pytest
 
 import tecomp as tc
 from tecomp.schedule.records import ErrorKind, load_records
@@ -157,3 +158,24 @@ def test_every_sketch_gets_its_best_pick_each_round():
     picks = search.ask(8)
     assert {c.sketch for c in picks} == set(range(len(search.sketches)))
     assert sum(c.sketch == 0 for c in picks) == 8 - (len(search.sketches) - 1)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.1])
+def test_every_sketch_keeps_a_niche_in_the_generations(share):
+    """With ``sketch_share`` each sketch's members breed among themselves in a share of each
+    generation's slots, though the model scores one sketch alone above zero; without it the
+    next generation is (almost surely) that sketch's alone."""
+    from tecomp.search.evolution import EvolutionarySearch
+    task = tc.SearchTask(W.matmul(64, 64, 64).dag)
+    opt = tc.TuningOptions(population=60, generations=1, sketch_share=share, verbose=False)
+    search = EvolutionarySearch(task, opt, LikesSketch0())
+    assert len(search.sketches) > 1
+    pop = [c for c in (search.random_candidate() for _ in range(200)) if c is not None]
+    scores = LikesSketch0().predict(pop)
+    counts = np.bincount([c.sketch for c in search._next_generation(pop, scores)],
+                         minlength=len(search.sketches))
+    others = counts[1:]
+    if share:
+        assert all(n >= int(0.6 * share * opt.population) for n in others), counts
+    else:
+        assert others.sum() == 0, counts
