@@ -101,6 +101,7 @@ class EvolutionarySearch:
         self.rng = rng if rng is not None else np.random.default_rng(options.seed)
         self.measured: set = set()
         self.elites: list = []  # (cost, sketch index, decisions), best first
+        self.valid_per_sketch = [0] * len(self.sketches)  # measured programs that ran
 
     # ------------------------------------------------------------------ history
     def sketch_index(self, name: str) -> int | None:
@@ -115,6 +116,7 @@ class EvolutionarySearch:
         if decisions and math.isfinite(cost):
             idx = self.sketch_index(decisions.get("sketch", ""))
             if idx is not None:
+                self.valid_per_sketch[idx] += 1
                 self.elites.append((cost, idx, decisions))
                 self.elites.sort(key=lambda e: e[0])
                 del self.elites[256:]
@@ -177,10 +179,14 @@ class EvolutionarySearch:
         picked, keys, per_sig = [], set(), {}
         if opt.per_sketch_picks and len(self.sketches) > 1:
             # each sketch's best few first: the model's ranking otherwise collapses onto the
-            # sketch it knows best, and a better structure elsewhere is never measured again
+            # sketch it knows best, and a better structure elsewhere is never measured again.
+            # A sketch with fewer than sketch_warmup programs measured gets an equal share of
+            # the round: a model cannot rank within a sketch it has (almost) no data of
+            share = max(opt.per_sketch_picks, (n - n_eps) // len(self.sketches))
             for i in range(len(self.sketches)):
-                mine = [c for c in ranked if c.sketch == i][:opt.per_sketch_picks]
-                for c in mine:
+                quota = (share if self.valid_per_sketch[i] < opt.sketch_warmup
+                         else opt.per_sketch_picks)
+                for c in [c for c in ranked if c.sketch == i][:quota]:
                     if len(picked) < n - n_eps:
                         picked.append(c)
                         keys.add(c.key)

@@ -155,6 +155,9 @@ class TuningOptions:
     #: (seed 1) spent 414 of 448 trials on one sketch and missed the best program, which the
     #: random search found in another
     per_sketch_picks: int = 1
+    #: a sketch with fewer valid measured programs than this gets an equal share of each
+    #: round's model picks (with ``per_sketch_picks`` > 0)
+    sketch_warmup: int = 16
     #: of each generation's slots, this share per sketch present goes to children of that
     #: sketch's own members (0: parents from the whole population by score alone)
     sketch_share: float = 0.1

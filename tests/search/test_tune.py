@@ -153,7 +153,7 @@ def test_every_sketch_gets_its_best_pick_each_round():
     task = tc.SearchTask(W.matmul(64, 64, 64).dag)
 
     opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, per_sketch_picks=1,
-                           verbose=False)
+                           sketch_warmup=0, verbose=False)
     search = EvolutionarySearch(task, opt, LikesSketch0())
     picks = search.ask(8)
     assert {c.sketch for c in picks} == set(range(len(search.sketches)))
@@ -179,3 +179,22 @@ def test_every_sketch_keeps_a_niche_in_the_generations(share):
         assert all(n >= int(0.6 * share * opt.population) for n in others), counts
     else:
         assert others.sum() == 0, counts
+
+
+def test_a_sketch_without_data_gets_an_equal_share_of_the_round():
+    """Until ``sketch_warmup`` programs of a sketch ran, the sketch gets an equal share of each
+    round's model picks; after that, ``per_sketch_picks``."""
+    from tecomp.search.evolution import EvolutionarySearch
+    task = tc.SearchTask(W.matmul(64, 64, 64).dag)
+    opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, per_sketch_picks=1,
+                           sketch_warmup=4, verbose=False)
+    search = EvolutionarySearch(task, opt, LikesSketch0())
+    n_sk = len(search.sketches)
+    n = 4 * n_sk
+    counts = np.bincount([c.sketch for c in search.ask(n)], minlength=n_sk)
+    assert list(counts) == [4] * n_sk
+    for i, sk in enumerate(search.sketches):  # four valid programs of every sketch measured
+        for j in range(4):
+            search.remember(f"k{i}-{j}", 1e-3, {"sketch": sk.name})
+    counts = np.bincount([c.sketch for c in search.ask(n)], minlength=n_sk)
+    assert list(counts[1:]) == [1] * (n_sk - 1) and counts[0] == n - (n_sk - 1)
