@@ -234,23 +234,32 @@ def _showwarning(message, category, filename, lineno, file=None, line=None):
 
 
 @contextlib.contextmanager
-def _stop_on_sigterm():
-    """``kill PID`` (a job scheduler's stop) ends a tuning as Ctrl-C does: the round in flight is
-    dropped, the log keeps every finished one, the workers are closed and the exit status is 130.
-    (A shell starts background jobs with SIGINT ignored, so SIGTERM is how they are stopped.)"""
+def _stop_on_signals():
+    """Ctrl-C, and ``kill PID`` (a job scheduler's stop), end a tuning alike: the round in flight
+    is dropped, the log keeps every finished one, the workers are closed and the exit status is
+    130. (A shell starts background jobs with SIGINT ignored, so SIGTERM is how they are stopped;
+    an ignored SIGINT stays ignored.) The stop is also remembered, for the next round's progress
+    update to raise again should the first KeyboardInterrupt land in a finalizer and be dropped."""
     import signal
     import threading
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    from ._progress import request_stop
 
     def stop(signum, frame):
+        request_stop()
         raise KeyboardInterrupt
-    before = signal.signal(signal.SIGTERM, stop)
+    request_stop(False)
+    sigs = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT)
+                               is signal.default_int_handler else [])
+    before = {sig: signal.signal(sig, stop) for sig in sigs}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        request_stop(False)
 
 
 def main(argv=None) -> int:
@@ -259,7 +268,7 @@ def main(argv=None) -> int:
     debug = "--debug" in argv[:1]
     if debug:
         argv = argv[1:]
-    with _stop_on_sigterm(), warnings.catch_warnings():
+    with _stop_on_signals(), warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _showwarning
         try:

@@ -7,6 +7,21 @@ import sys
 import time
 
 
+#: set by the CLI's SIGINT/SIGTERM handler. The handler also raises KeyboardInterrupt, but an
+#: exception raised while a finalizer (``__del__``, ``weakref.finalize``) runs is printed and
+#: dropped, and the tuning would go on; the next round's progress update raises it again.
+_STOP = {"requested": False}
+
+
+def request_stop(requested: bool = True) -> None:
+    _STOP["requested"] = requested
+
+
+def _raise_if_stopped() -> None:
+    if _STOP["requested"]:
+        raise KeyboardInterrupt
+
+
 def fmt_seconds(s: float) -> str:
     if s != s or s == float("inf"):
         return "?"
@@ -63,6 +78,7 @@ class Progress:
     def __call__(self, result) -> None:
         """Update from a :class:`~tecomp.search.tune.TuneResult` (``trials``, ``best_gflops``,
         ``errors``)."""
+        _raise_if_stopped()
         self.trials = int(result.trials)
         self.best_gflops = float(result.best_gflops)
         self.errors = int(sum(result.errors.values()))
@@ -135,6 +151,7 @@ class NetworkProgress(Progress):
 
     def __call__(self, out) -> None:
         """Update from a :class:`~tecomp.search.scheduler.TuneTasksResult`."""
+        _raise_if_stopped()
         res = out.results
         self.trials = int(sum(r.trials for r in res))
         self.errors = int(sum(sum(r.errors.values()) for r in res))

@@ -352,6 +352,34 @@ def test_progress_is_one_updating_line_on_a_terminal(monkeypatch):
     assert len(lines) == 2 and lines[1].startswith("tecomp: trials 8/8") and "ETA 0s" in lines[1]
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_dropped_in_a_finalizer_still_ends_the_tuning(tmp_path, monkeypatch, capsys):
+    """A KeyboardInterrupt raised while a finalizer runs is printed and dropped by Python; the
+    stop is remembered and the next round's progress update ends the tuning (exit status 130)."""
+    from tecomp.cli import main
+    from tecomp.search.evolution import EvolutionarySearch
+
+    class _SignalsOnDelete:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)  # the handler runs, and raises, in here
+
+    tell, calls = EvolutionarySearch.tell, []
+
+    def tell_then_interrupt(self, candidates, results):
+        tell(self, candidates, results)
+        calls.append(1)
+        if len(calls) == 2:
+            _SignalsOnDelete()  # freed at once: __del__ runs now
+
+    monkeypatch.setattr(EvolutionarySearch, "tell", tell_then_interrupt)
+    log = tmp_path / "drop.jsonl"
+    code = main(["tune", *MM, "--trials", "400", "--log", str(log), "--progress", "none", *FAST])
+    err = capsys.readouterr().err
+    assert code == 130 and "interrupted after" in err, err
+    assert len(calls) == 2 and len(load_records(log)) == 8  # no round after the stop
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
 def test_export_subcommand_writes_a_loadable_directory(tmp_path):
     import numpy as np
 
