@@ -228,7 +228,7 @@ class EvolutionarySearch:
         # at most half the population reserved, however many sketches there are
         reserved = (min(int(opt.sketch_share * opt.population),
                         opt.population // (2 * len(groups))) if len(groups) > 1 else 0)
-        plan = [np.asarray(m) for m in groups.values() for _ in range(reserved)]
+        plan = [m for m in map(np.asarray, groups.values()) for _ in range(reserved)]
         out = []
         everyone = np.arange(len(pop))
         for attempt in range(opt.population * 3):
