@@ -120,7 +120,10 @@ def test_ctrl_c_stops_cleanly_with_the_log_intact(tmp_path, sig):
     log = tmp_path / "int.jsonl"
     p = subprocess.Popen([sys.executable, "-m", "tecomp.cli", "tune", *MM, "--trials", "400",
                           "--log", str(log), *FAST], cwd=tmp_path, env=_env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # a test run started in the background has SIGINT ignored, and the
+                         # CLI would inherit that
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while time.time() < deadline and p.poll() is None:
@@ -373,11 +376,17 @@ def test_a_ctrl_c_dropped_in_a_finalizer_still_ends_the_tuning(tmp_path, monkeyp
 
     monkeypatch.setattr(EvolutionarySearch, "tell", tell_then_interrupt)
     log = tmp_path / "drop.jsonl"
-    code = main(["tune", *MM, "--trials", "400", "--log", str(log), "--progress", "none", *FAST])
+    # Python's own handler, as in a foreground process (a background test run ignores SIGINT)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        code = main(["tune", *MM, "--trials", "400", "--log", str(log), "--progress", "none",
+                     *FAST])
+    finally:
+        after = signal.signal(signal.SIGINT, before)
     err = capsys.readouterr().err
     assert code == 130 and "interrupted after" in err, err
     assert len(calls) == 2 and len(load_records(log)) == 8  # no round after the stop
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    assert after is signal.default_int_handler  # restored by the CLI
 
 
 def test_export_subcommand_writes_a_loadable_directory(tmp_path):
