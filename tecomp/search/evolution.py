@@ -4,8 +4,9 @@
 measured candidates, evolves it for a few generations under the cost model's scores (parents drawn
 in proportion to score, a share of the slots kept per sketch, mutation = change one decision and
 materialize again), keeps the best
-distinct never-measured candidates seen in any generation, and returns ``n`` of them, an
-epsilon-greedy share picked at random. ``tell`` records what was measured.
+distinct never-measured candidates seen in any generation, and returns ``n`` of them: a few of
+each sketch, a few of distinct tile structures, the rest by score, and an epsilon-greedy share
+picked at random. ``tell`` records what was measured.
 """
 from __future__ import annotations
 
@@ -88,6 +89,13 @@ def register_tile(c: Candidate) -> tuple:
     tiles = c.decisions.get("tile", {})
     return (c.sketch, tuple(sorted((k, v[-1]) for k, v in tiles.items() if v)),
             tuple(sorted(c.decisions.get("vec", {}).items())))
+
+
+def tile_structure(c: Candidate) -> tuple:
+    """A candidate's sketch and the lengths of every tiled loop but the outermost (which follows
+    from them)."""
+    tiles = c.decisions.get("tile", {})
+    return (c.sketch, tuple(sorted((k, tuple(v[1:])) for k, v in tiles.items())))
 
 
 class EvolutionarySearch:
@@ -192,6 +200,23 @@ class EvolutionarySearch:
                         keys.add(c.key)
                         sig = register_tile(c)
                         per_sig[sig] = per_sig.get(sig, 0) + 1
+        # picks of distinct tile structures (every tiled loop's lengths but the outermost): the
+        # model's ranking is otherwise topped by near-copies of the best measured program (other
+        # outer tiles, unroll depths), and a run whose first elite is mediocre never leaves it
+        n_div = min(opt.diverse_picks, n - n_eps - len(picked))
+        structures = {tile_structure(c) for c in picked}
+        for c in ranked:
+            if n_div <= 0:
+                break
+            st = tile_structure(c)
+            if c.key in keys or st in structures:
+                continue
+            picked.append(c)
+            keys.add(c.key)
+            structures.add(st)
+            sig = register_tile(c)
+            per_sig[sig] = per_sig.get(sig, 0) + 1
+            n_div -= 1
         # with a cap: diverse picks first, then the rest of the ranking fills up
         caps = (opt.max_per_register_tile, None) if opt.max_per_register_tile else (None,)
         for cap in caps:

@@ -161,3 +161,8 @@ class TuningOptions:
     #: of each generation's slots, this share per sketch present goes to children of that
     #: sketch's own members (0: parents from the whole population by score alone)
     sketch_share: float = 0.1
+    #: of each round's model picks, this many (after the per-sketch picks) go to the
+    #: best-scored candidates of distinct tile structures (every tiled loop's lengths but the
+    #: outermost; 0: the ranking alone). A model trained on a mediocre first elite ranks that
+    #: elite's near-copies (other outer tiles, unroll depths) first, and the run stalls there
+    diverse_picks: int = 8

@@ -124,6 +124,36 @@ def test_register_tile_cap_spreads_a_round_over_register_tiles():
     assert len(EvolutionarySearch(task, uncapped, RandomModel(0)).ask(8)) == 8
 
 
+class LikesOneStructure:
+    """A cost model that scores one tile structure (the first it sees) far above the rest."""
+
+    def __init__(self):
+        self.target, self.rng = None, np.random.default_rng(0)
+
+    def update(self, inputs, results):
+        pass
+
+    def predict(self, candidates):
+        from tecomp.search.evolution import tile_structure
+        if self.target is None and candidates:
+            self.target = tile_structure(candidates[0])
+        return np.array([10.0 + self.rng.random() if tile_structure(c) == self.target
+                         else self.rng.random() for c in candidates])
+
+
+def test_diverse_picks_take_distinct_tile_structures():
+    """A model sure of one tile structure fills a round with its near-copies (other outer tiles,
+    unroll depths); ``diverse_picks`` of the picks then go to distinct structures."""
+    from tecomp.search.evolution import EvolutionarySearch, tile_structure
+    task = tc.SearchTask(W.matmul(64, 64, 64).dag)
+    base = dict(population=64, generations=2, eps_greedy=0.0, per_sketch_picks=0, verbose=False)
+    greedy = EvolutionarySearch(task, tc.TuningOptions(**base), LikesOneStructure()).ask(8)
+    assert len({tile_structure(c) for c in greedy}) < 8
+    diverse = EvolutionarySearch(task, tc.TuningOptions(**base, diverse_picks=8),
+                                 LikesOneStructure()).ask(8)
+    assert len(diverse) == 8 and len({tile_structure(c) for c in diverse}) == 8
+
+
 class LikesSketch0:
     """A cost model that scores sketch 0 high and every other sketch low."""
 
