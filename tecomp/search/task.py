@@ -164,5 +164,8 @@ class TuningOptions:
     #: of each round's model picks, this many (after the per-sketch picks) go to the
     #: best-scored candidates of distinct tile structures (every tiled loop's lengths but the
     #: outermost; 0: the ranking alone). A model trained on a mediocre first elite ranks that
-    #: elite's near-copies (other outer tiles, unroll depths) first, and the run stalls there
-    diverse_picks: int = 8
+    #: elite's near-copies (other outer tiles, unroll depths) first, and the run stalls there.
+    #: Off by default: 8 per round moved conv2d NCHW's efficiency run from 46-49 / 82-167 /
+    #: >256 trials to 72 / >256 / 92 (no better), and lowered the simulated best after 256
+    #: trials (benchmarks/search_sim.py, 6 seeds: 153 against 174 surrogate GFLOP/s)
+    diverse_picks: int = 0
