@@ -166,6 +166,7 @@ class TuningOptions:
     #: outermost; 0: the ranking alone). A model trained on a mediocre first elite ranks that
     #: elite's near-copies (other outer tiles, unroll depths) first, and the run stalls there.
     #: Off by default: 8 per round moved conv2d NCHW's efficiency run from 46-49 / 82-167 /
-    #: >256 trials to 72 / >256 / 92 (no better), and lowered the simulated best after 256
-    #: trials (benchmarks/search_sim.py, 6 seeds: 153 against 174 surrogate GFLOP/s)
+    #: >256 trials to 72 / >256 / 92 (no better), and left the simulated best the same
+    #: (benchmarks/search_sim.py, 6 seeds, after 64/128/256 trials: 124/142/155 surrogate
+    #: GFLOP/s against 119/144/153)
     diverse_picks: int = 0
