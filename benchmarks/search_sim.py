@@ -111,15 +111,6 @@ def simulate(surrogate, seed, trials, options, model_kind, noise) -> list:
     return curve
 
 
-def _value(text: str):
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", default="conv2d_nchw", choices=list(CASES))
@@ -146,7 +137,7 @@ def main():
         name, sep, value = item.partition("=")
         if not sep or name not in tc.TuningOptions.__dataclass_fields__:
             raise SystemExit(f"--opt expects NAME=VALUE with a TuningOptions field, got {item!r}")
-        options[name] = _value(value)
+        options[name] = W.parse_value(value)
     surrogate = Surrogate(task, records)
     print(f"{args.workload}: surrogate of {surrogate.n_programs} programs from {len(logs)} logs; search {options or 'defaults'}, "
           f"{args.model} model, noise {args.noise}", flush=True)

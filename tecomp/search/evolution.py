@@ -183,60 +183,64 @@ class EvolutionarySearch:
                 break
             pop = self._next_generation(pop, scores)
         ranked = [c for _, c in sorted(best.values(), key=lambda sc: -sc[0])]
+        return self._pick(ranked, init, n)
+
+    def _pick(self, ranked: list, init: list, n: int) -> list:
+        """``n`` of the round's candidates: each sketch's best few, the best of distinct tile
+        structures, the rest of the ranking (``max_per_register_tile`` at a time first), and an
+        epsilon-greedy share of unmeasured random samples (``init``)."""
+        opt, rng = self.options, self.rng
         n_eps = min(n, int(round(opt.eps_greedy * n)) or (1 if n > 1 and opt.eps_greedy else 0))
+        n_model = n - n_eps
         picked, keys, per_sig = [], set(), {}
+
+        def take(c):
+            picked.append(c)
+            keys.add(c.key)
+            sig = register_tile(c)
+            per_sig[sig] = per_sig.get(sig, 0) + 1
+
         if opt.per_sketch_picks and len(self.sketches) > 1:
             # each sketch's best few first: the model's ranking otherwise collapses onto the
             # sketch it knows best, and a better structure elsewhere is never measured again.
             # A sketch with fewer than sketch_warmup programs measured gets an equal share of
             # the round: a model cannot rank within a sketch it has (almost) no data of
-            share = max(opt.per_sketch_picks, (n - n_eps) // len(self.sketches))
+            share = max(opt.per_sketch_picks, n_model // len(self.sketches))
             for i in range(len(self.sketches)):
                 quota = (share if self.valid_per_sketch[i] < opt.sketch_warmup
                          else opt.per_sketch_picks)
                 for c in [c for c in ranked if c.sketch == i][:quota]:
-                    if len(picked) < n - n_eps:
-                        picked.append(c)
-                        keys.add(c.key)
-                        sig = register_tile(c)
-                        per_sig[sig] = per_sig.get(sig, 0) + 1
+                    if len(picked) < n_model:
+                        take(c)
         # picks of distinct tile structures (every tiled loop's lengths but the outermost): the
         # model's ranking is otherwise topped by near-copies of the best measured program (other
         # outer tiles, unroll depths), and a run whose first elite is mediocre never leaves it
-        n_div = min(opt.diverse_picks, n - n_eps - len(picked))
+        n_div = min(opt.diverse_picks, n_model - len(picked))
         structures = {tile_structure(c) for c in picked}
         for c in ranked:
             if n_div <= 0:
                 break
             st = tile_structure(c)
-            if c.key in keys or st in structures:
-                continue
-            picked.append(c)
-            keys.add(c.key)
-            structures.add(st)
-            sig = register_tile(c)
-            per_sig[sig] = per_sig.get(sig, 0) + 1
-            n_div -= 1
+            if c.key not in keys and st not in structures:
+                take(c)
+                structures.add(st)
+                n_div -= 1
         # with a cap: diverse picks first, then the rest of the ranking fills up
         caps = (opt.max_per_register_tile, None) if opt.max_per_register_tile else (None,)
         for cap in caps:
             for c in ranked:
-                if len(picked) >= n - n_eps:
+                if len(picked) >= n_model:
                     break
-                sig = register_tile(c)
-                if c.key in keys or cap is not None and per_sig.get(sig, 0) >= cap:
+                if c.key in keys or cap is not None and per_sig.get(register_tile(c), 0) >= cap:
                     continue
-                picked.append(c)
-                keys.add(c.key)
-                per_sig[sig] = per_sig.get(sig, 0) + 1
+                take(c)
         pool = [c for c in init if c.key not in self.measured and c.key not in keys]
         rng.shuffle(pool)
         for c in pool:
             if len(picked) >= n:
                 break
-            if c.key not in keys:
-                picked.append(c)
-                keys.add(c.key)
+            if c.key not in keys:  # init may hold the same program twice
+                take(c)
         return picked
 
     def _next_generation(self, pop: list, scores: np.ndarray) -> list:
