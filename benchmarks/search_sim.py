@@ -2,6 +2,8 @@
 
     benchmarks/run.sh search_sim.py [--workload conv2d_nchw] [--trials 256] [--seeds 0 1 2 3 4 5]
         [--log LOG ...] [--opt NAME=VALUE ...] [--model learned|random] [--noise 0.15]
+        [--model-opt NAME=VALUE ...] [--versus-random 512 [--random-cache JSON]] [--curves JSON]
+        [--start LOG:N]
 
 On this machine one kernel's time moves by up to 2x between minutes, so a real 3-seed efficiency
 run (``model_efficiency.py``, about 15 minutes) cannot tell two search settings apart unless they
@@ -11,7 +13,13 @@ throughput (``best logged GFLOP/s * 2^(10 (y - 1))``), times a lognormal noise o
 search under test (``TuningOptions`` overridden by ``--opt``) runs its real rounds against it:
 sketches, annotation, evolution, the learned model and its retraining, everything but the kernel
 runs. Printed per seed: the surrogate's throughput of the best program found after 16, 32, 64,
-128, 256, ... trials (noise-free), then the mean over seeds.
+128, 256, ... trials (noise-free), then the mean over seeds. ``--model-opt`` sets an argument of
+the learned model (``XGBModel``). ``--versus-random N`` asks the efficiency question of
+``model_efficiency.py`` in the simulation: per seed, a random-model search of N trials, and the
+trial at which the search under test found a program as good as its best (a random search of
+512 trials takes about 4 minutes a seed, hence ``--random-cache``). ``--start LOG:N`` resumes
+every seed from a real run's first N records (its real costs): does a setting get a stalled run
+out of where it stalled?
 
 It is a guide, not a verdict: the surrogate knows only what the logs measured, so a search that
 wanders far from them is scored by extrapolation, and the learned model (the same features) finds
@@ -20,15 +28,18 @@ by ``model_efficiency.py``.
 """
 import argparse
 import glob
+import inspect
+import json
 import math
 import os
+import tempfile
 import time
 
 import numpy as np
 
 import tecomp as tc
 from tecomp.schedule import State, step_from_record
-from tecomp.schedule.records import MeasureResult, load_records
+from tecomp.schedule.records import MeasureResult, append_records, load_records
 from tecomp.search.annotate import Candidate
 from tecomp.search.cost_model import RandomModel
 from tecomp.search.features import FeatureExtractor
@@ -96,14 +107,28 @@ class SurrogateMeasurer:
         pass
 
 
-def simulate(surrogate, seed, trials, options, model_kind, noise) -> list:
-    """``[(trials, best surrogate GFLOP/s)]`` after every round of one simulated tuning."""
+def simulate(surrogate, seed, trials, options, model_kind, noise, model_options=None,
+             start=()) -> list:
+    """``[(trials, best surrogate GFLOP/s)]`` after every round of one simulated tuning, which
+    resumes from the real records ``start`` (their measured costs; none: a fresh tuning)."""
     task = surrogate.task
     measurer = SurrogateMeasurer(surrogate, noise, seed)
     opt = tc.TuningOptions(**{**options, "seed": seed, "verbose": False})
-    model = RandomModel(seed) if model_kind == "random" else XGBModel(task, seed=seed)
-    tuner = TaskTuner(task, opt, model, None)
-    curve, best = [], 0.0
+    model = (RandomModel(seed) if model_kind == "random"
+             else XGBModel(task, seed=seed, **(model_options or {})))
+    with tempfile.TemporaryDirectory() as tmp:
+        log = None
+        if start:
+            log = os.path.join(tmp, "start.jsonl")
+            append_records(log, start)
+        tuner = TaskTuner(task, opt, model, log)
+        best = max(surrogate.gflops([r.steps for r in start])[1], default=0.0)
+        return _rounds(tuner, measurer, trials, best)
+
+
+def _rounds(tuner, measurer, trials, best) -> list:
+    opt = tuner.options
+    curve = []
     while tuner.result.trials < trials and not tuner.exhausted:
         tuner.round(measurer, min(opt.measures_per_round, trials - tuner.result.trials))
         best = max([best, *measurer.true_gflops.values()])
@@ -122,8 +147,22 @@ def main():
     ap.add_argument("--opt", action="append", default=[], metavar="NAME=VALUE",
                     help="a TuningOptions field of the search under test, e.g. generations=6")
     ap.add_argument("--model", choices=("learned", "random"), default="learned")
+    ap.add_argument("--model-opt", action="append", default=[], metavar="NAME=VALUE",
+                    help="an XGBModel argument of the learned model, e.g. ensemble=4")
     ap.add_argument("--noise", type=float, default=0.15,
                     help="lognormal sigma of the simulated measurement noise")
+    ap.add_argument("--versus-random", type=int, default=0, metavar="N",
+                    help="also run a random-model search of N trials per seed and print, as "
+                         "model_efficiency.py does, the trial at which the search under test "
+                         "found a program as fast as the random search's best")
+    ap.add_argument("--random-cache", default=None, metavar="JSON",
+                    help="keep the random searches' bests in this file (they depend only on "
+                         "the surrogate, the seed and N)")
+    ap.add_argument("--start", default=None, metavar="LOG:N",
+                    help="every seed resumes from the first N records of this real log (the "
+                         "state of a real run after N trials, e.g. a stalled one)")
+    ap.add_argument("--curves", default=None, metavar="JSON",
+                    help="write every seed's best-after-each-round curve to this file")
     args = ap.parse_args()
     build, pattern = CASES[args.workload]
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -132,26 +171,71 @@ def main():
     wl = build()
     task = tc.SearchTask(wl.dag)
     records = [r for p in logs for r in load_records(p)]
-    options = {}
-    for item in args.opt:
-        name, sep, value = item.partition("=")
-        if not sep or name not in tc.TuningOptions.__dataclass_fields__:
-            raise SystemExit(f"--opt expects NAME=VALUE with a TuningOptions field, got {item!r}")
-        options[name] = W.parse_value(value)
+    options = name_values(args.opt, tc.TuningOptions.__dataclass_fields__, "--opt")
+    model_options = name_values(args.model_opt, inspect.signature(XGBModel).parameters,
+                                 "--model-opt")
     surrogate = Surrogate(task, records)
-    print(f"{args.workload}: surrogate of {surrogate.n_programs} programs from {len(logs)} logs; search {options or 'defaults'}, "
-          f"{args.model} model, noise {args.noise}", flush=True)
-    at = {}
+    start = []
+    if args.start:
+        path, _, n = args.start.rpartition(":")
+        start = [r for r in load_records(path) if r.workload_key == task.workload_key][:int(n)]
+    model = f"{args.model} model" + (f" {model_options}" if model_options else "")
+    print(f"{args.workload}: surrogate of {surrogate.n_programs} programs from {len(logs)} logs; "
+          f"search {options or 'defaults'}, {model}, noise {args.noise}", flush=True)
+    at, shares, curves = {}, [], {}
     for seed in args.seeds:
         t0 = time.perf_counter()
-        curve = simulate(surrogate, seed, args.trials, options, args.model, args.noise)
+        curve = simulate(surrogate, seed, args.trials, options, args.model, args.noise,
+                         model_options, start)
+        curves[seed] = curve
+        if args.curves:
+            with open(args.curves, "w") as f:
+                json.dump(curves, f)
         marks = [(n, g) for n, g in curve if n in CHECKPOINTS or n == curve[-1][0]]
         for n, g in marks:
             at.setdefault(n, []).append(g)
-        print(f"seed {seed} ({time.perf_counter() - t0:4.0f} s): "
-              + "  ".join(f"{n}:{g:5.1f}" for n, g in marks), flush=True)
+        line = (f"seed {seed} ({time.perf_counter() - t0:4.0f} s): "
+                + "  ".join(f"{n}:{g:5.1f}" for n, g in marks))
+        if args.versus_random:
+            target = _random_best(surrogate, seed, args.versus_random, args.noise,
+                                  args.random_cache)
+            need = next((n for n, g in curve if g >= target), None)
+            shares.append((need or args.versus_random) / args.versus_random)
+            line += (f"   random's best of {args.versus_random}: {target:5.1f}, reached at "
+                     f"{need if need else '>' + str(curve[-1][0])}")
+        print(line, flush=True)
     print("mean over seeds: " + "  ".join(f"{n}:{np.mean(v):5.1f}" for n, v in sorted(at.items())
                                           if len(v) == len(args.seeds)))
+    if shares:
+        print(f"mean share of the random search's {args.versus_random} trials needed: "
+              f"{np.mean(shares):.2f} (a seed that did not reach it counts as 1)")
+
+
+def name_values(items, names, flag) -> dict:
+    """``NAME=VALUE`` items as a dict, each NAME one of ``names`` (a command-line ``flag``'s)."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in names:
+            raise SystemExit(f"{flag} expects NAME=VALUE with NAME one of {sorted(names)}, got "
+                             f"{item!r}")
+        out[name] = W.parse_value(value)
+    return out
+
+
+def _random_best(surrogate, seed, trials, noise, cache_path) -> float:
+    """The surrogate's best program of a random-model search of ``trials`` trials."""
+    key = f"{surrogate.n_programs}/{seed}/{trials}/{noise}"
+    cache = {}
+    if cache_path and os.path.exists(cache_path):
+        with open(cache_path) as f:
+            cache = json.load(f)
+    if key not in cache:
+        cache[key] = simulate(surrogate, seed, trials, {}, "random", noise)[-1][1]
+        if cache_path:
+            with open(cache_path, "w") as f:
+                json.dump(cache, f)
+    return cache[key]
 
 
 if __name__ == "__main__":
