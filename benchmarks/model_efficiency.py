@@ -1,6 +1,7 @@
 """Search efficiency of the learned cost model against the random one, over several seeds.
 
     benchmarks/run.sh model_efficiency.py [--workload conv2d_nchw] [--trials 512] [--seeds 0 1 2]
+        [--opt NAME=VALUE ...]
 
 For each seed: a random-model search of ``--trials`` trials, then a learned-model (XGBoost)
 search of ``--learned-trials`` trials (default a half of ``--trials``). The question is how many
@@ -104,10 +105,14 @@ def main():
                     help="take the random search from its existing complete log")
     ap.add_argument("--reuse-learned", action="store_true",
                     help="take the learned search from its existing complete log")
+    ap.add_argument("--opt", action="append", default=[], metavar="NAME=VALUE",
+                    help="a TuningOptions field of both searches, e.g. fresh_picks=8")
     ap.add_argument("--pretrain", action="append", default=[], metavar="SPEC=LOG",
                     help="another workload's tuning log the learned model trains on first")
     args = ap.parse_args()
+    from search_sim import name_values
     from tecomp.schedule.records import load_records
+    options = name_values(args.opt, tc.TuningOptions.__dataclass_fields__, "--opt")
     from tecomp.search.model_eval import task_and_log
     pre = [(t, load_records(p)) for t, p in map(task_and_log, args.pretrain)]
     os.makedirs(args.logdir, exist_ok=True)
@@ -117,7 +122,7 @@ def main():
     flops = task.flop_count()
     rows = []
     for seed in args.seeds:
-        opt = tc.TuningOptions(seed=seed, verbose=False)
+        opt = tc.TuningOptions(**{**options, "seed": seed, "verbose": False})
         name = "pretrained" if pre else "learned"
         logs = {kind: os.path.join(args.logdir, f"{args.workload}_{kind}_s{seed}.jsonl")
                 for kind in ("random", name)}

@@ -5,8 +5,8 @@ measured candidates, evolves it for a few generations under the cost model's sco
 in proportion to score, a share of the slots kept per sketch, mutation = change one decision and
 materialize again), keeps the best
 distinct never-measured candidates seen in any generation, and returns ``n`` of them: a few of
-each sketch, a few of distinct tile structures, the rest by score, and an epsilon-greedy share
-picked at random. ``tell`` records what was measured.
+each sketch, the best few of the round's fresh random samples, a few of distinct tile
+structures, the rest by score, and an epsilon-greedy share picked at random. ``tell`` records what was measured.
 """
 from __future__ import annotations
 
@@ -186,8 +186,8 @@ class EvolutionarySearch:
         return self._pick(ranked, init, n)
 
     def _pick(self, ranked: list, init: list, n: int) -> list:
-        """``n`` of the round's candidates: each sketch's best few, the best of distinct tile
-        structures, the rest of the ranking (``max_per_register_tile`` at a time first), and an
+        """``n`` of the round's candidates: each sketch's best few, the best of the fresh random
+        samples (``init``), the best of distinct tile structures, the rest of the ranking (``max_per_register_tile`` at a time first), and an
         epsilon-greedy share of unmeasured random samples (``init``)."""
         opt, rng = self.options, self.rng
         n_eps = min(n, int(round(opt.eps_greedy * n)) or (1 if n > 1 and opt.eps_greedy else 0))
@@ -212,6 +212,17 @@ class EvolutionarySearch:
                 for c in [c for c in ranked if c.sketch == i][:quota]:
                     if len(picked) < n_model:
                         take(c)
+        # the best-scored of the round's fresh random samples: the evolved candidates descend
+        # from the measured elites, and a model trained on a mediocre first elite ranks its
+        # near-copies first; these are the model's pick among structures nobody measured
+        fresh = {c.key for c in init}
+        n_fresh = min(opt.fresh_picks, n_model - len(picked))
+        for c in ranked:
+            if n_fresh <= 0:
+                break
+            if c.key in fresh and c.key not in keys:
+                take(c)
+                n_fresh -= 1
         # picks of distinct tile structures (every tiled loop's lengths but the outermost): the
         # model's ranking is otherwise topped by near-copies of the best measured program (other
         # outer tiles, unroll depths), and a run whose first elite is mediocre never leaves it

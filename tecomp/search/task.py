@@ -170,3 +170,12 @@ class TuningOptions:
     #: (benchmarks/search_sim.py, 6 seeds, after 64/128/256 trials: 124/142/155 surrogate
     #: GFLOP/s against 119/144/153)
     diverse_picks: int = 0
+    #: of each round's model picks, this many (after the per-sketch picks) go to the
+    #: best-scored of the round's fresh random samples (not descended from measured programs).
+    #: The evolved candidates descend from the measured elites, and a model trained on a
+    #: mediocre first elite ranks its near-copies first: without these picks one real conv2d
+    #: NCHW efficiency seed in three stalled (best 98-130 GFLOP/s re-measured after 256 trials,
+    #: against 170-200 for the others); with 8, none of six did (182-203). Resumed from a
+    #: stalled run's state (benchmarks/search_sim.py --start, 4 seeds), the simulated best after
+    #: 128 more trials was 157 surrogate GFLOP/s with 8, 138 with 4, 109 with none
+    fresh_picks: int = 8

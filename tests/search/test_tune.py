@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tecomp as tc
-from tecomp.schedule.records import ErrorKind, load_records
+from tecomp.schedule.records import ErrorKind, MeasureResult, load_records
 from tecomp.search.cost_model import RandomModel
 from tecomp.search.measure import LocalMeasurer
 from tecomp.testing import workloads as W
@@ -116,7 +116,7 @@ def test_register_tile_cap_spreads_a_round_over_register_tiles():
     from tecomp.search.evolution import EvolutionarySearch, register_tile
     task = tc.SearchTask(W.matmul(64, 64, 64).dag)
     opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, max_per_register_tile=1,
-                           verbose=False)
+                           fresh_picks=0, verbose=False)
     picks = EvolutionarySearch(task, opt, RandomModel(0)).ask(8)
     assert len(picks) == 8
     assert len({register_tile(c) for c in picks}) == 8
@@ -146,12 +146,56 @@ def test_diverse_picks_take_distinct_tile_structures():
     unroll depths); ``diverse_picks`` of the picks then go to distinct structures."""
     from tecomp.search.evolution import EvolutionarySearch, tile_structure
     task = tc.SearchTask(W.matmul(64, 64, 64).dag)
-    base = dict(population=64, generations=2, eps_greedy=0.0, per_sketch_picks=0, verbose=False)
+    base = dict(population=64, generations=2, eps_greedy=0.0, per_sketch_picks=0, fresh_picks=0,
+                verbose=False)
     greedy = EvolutionarySearch(task, tc.TuningOptions(**base), LikesOneStructure()).ask(8)
     assert len({tile_structure(c) for c in greedy}) < 8
     diverse = EvolutionarySearch(task, tc.TuningOptions(**base, diverse_picks=8),
                                  LikesOneStructure()).ask(8)
     assert len(diverse) == 8 and len({tile_structure(c) for c in diverse}) == 8
+
+
+class LikesMeasuredTiles:
+    """A cost model that scores the register tiles it was told of far above the rest."""
+
+    def __init__(self):
+        self.known, self.rng = set(), np.random.default_rng(0)
+
+    def update(self, inputs, results):
+        from tecomp.search.evolution import register_tile
+        self.known |= {register_tile(c) for c in inputs}
+
+    def predict(self, candidates):
+        from tecomp.search.evolution import register_tile
+        return np.array([10.0 + self.rng.random() if register_tile(c) in self.known
+                         else self.rng.random() for c in candidates])
+
+
+@pytest.mark.parametrize("fresh", [0, 4])
+def test_fresh_picks_take_the_best_fresh_random_samples(fresh):
+    """A model sure of the measured programs' register tiles ranks their mutants first, and a
+    round picks only those; ``fresh_picks`` of its picks go to the best-scored of the round's
+    fresh random samples."""
+    from tecomp.search.evolution import EvolutionarySearch
+
+    class Search(EvolutionarySearch):
+        def random_candidate(self):
+            c = super().random_candidate()
+            if c is not None:
+                self.sampled.add(c.key)
+            return c
+
+    task = tc.SearchTask(W.matmul(64, 64, 64).dag)
+    opt = tc.TuningOptions(population=64, generations=2, eps_greedy=0.0, per_sketch_picks=0,
+                           verbose=False, fresh_picks=fresh)
+    search = Search(task, opt, LikesMeasuredTiles())
+    search.sampled = set()
+    first = search.ask(8)
+    search.tell(first, [MeasureResult(costs=(1e-3,))] * len(first))
+    search.sampled = set()
+    second = search.ask(8)
+    assert len(second) == 8
+    assert sum(c.key in search.sampled for c in second) == fresh
 
 
 class LikesSketch0:
@@ -171,7 +215,7 @@ def test_a_round_takes_the_models_best_candidates():
     task = tc.SearchTask(W.matmul(64, 64, 64).dag)
 
     opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, per_sketch_picks=0,
-                           verbose=False)
+                           fresh_picks=0, verbose=False)
     picks = EvolutionarySearch(task, opt, LikesSketch0()).ask(8)
     assert len(picks) == 8 and all(c.sketch == 0 for c in picks)
 
@@ -183,7 +227,7 @@ def test_every_sketch_gets_its_best_pick_each_round():
     task = tc.SearchTask(W.matmul(64, 64, 64).dag)
 
     opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, per_sketch_picks=1,
-                           sketch_warmup=0, verbose=False)
+                           sketch_warmup=0, fresh_picks=0, verbose=False)
     search = EvolutionarySearch(task, opt, LikesSketch0())
     picks = search.ask(8)
     assert {c.sketch for c in picks} == set(range(len(search.sketches)))
@@ -217,7 +261,7 @@ def test_a_sketch_without_data_gets_an_equal_share_of_the_round():
     from tecomp.search.evolution import EvolutionarySearch
     task = tc.SearchTask(W.matmul(64, 64, 64).dag)
     opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, per_sketch_picks=1,
-                           sketch_warmup=4, verbose=False)
+                           sketch_warmup=4, fresh_picks=0, verbose=False)
     search = EvolutionarySearch(task, opt, LikesSketch0())
     n_sk = len(search.sketches)
     n = 4 * n_sk
