@@ -36,6 +36,8 @@ from tecomp.search.xgb_model import XGBModel
 from tecomp.testing import workloads as W
 from tecomp.timing import time_callable
 
+from search_sim import name_values  # a sibling script (benchmarks/ is on the path)
+
 CASES = {
     "matmul": lambda: W.matmul(1024, 1024, 1024),
     "conv2d_nhwc": lambda: W.conv2d(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, "NHWC", "direct"),
@@ -110,7 +112,6 @@ def main():
     ap.add_argument("--pretrain", action="append", default=[], metavar="SPEC=LOG",
                     help="another workload's tuning log the learned model trains on first")
     args = ap.parse_args()
-    from search_sim import name_values
     from tecomp.schedule.records import load_records
     options = name_values(args.opt, tc.TuningOptions.__dataclass_fields__, "--opt")
     from tecomp.search.model_eval import task_and_log

@@ -6,7 +6,8 @@ in proportion to score, a share of the slots kept per sketch, mutation = change 
 materialize again), keeps the best
 distinct never-measured candidates seen in any generation, and returns ``n`` of them: a few of
 each sketch, the best few of the round's fresh random samples, a few of distinct tile
-structures, the rest by score, and an epsilon-greedy share picked at random. ``tell`` records what was measured.
+structures, the rest by score, and an epsilon-greedy share picked at random. ``tell`` records
+what was measured.
 """
 from __future__ import annotations
 
@@ -187,18 +188,27 @@ class EvolutionarySearch:
 
     def _pick(self, ranked: list, init: list, n: int) -> list:
         """``n`` of the round's candidates: each sketch's best few, the best of the fresh random
-        samples (``init``), the best of distinct tile structures, the rest of the ranking (``max_per_register_tile`` at a time first), and an
-        epsilon-greedy share of unmeasured random samples (``init``)."""
+        samples (``init``), the best of distinct tile structures, the rest of the ranking
+        (``max_per_register_tile`` at a time first), and an epsilon-greedy share of unmeasured
+        random samples."""
         opt, rng = self.options, self.rng
         n_eps = min(n, int(round(opt.eps_greedy * n)) or (1 if n > 1 and opt.eps_greedy else 0))
         n_model = n - n_eps
-        picked, keys, per_sig = [], set(), {}
+        picked, keys, per_sig, structures = [], set(), {}, set()
 
-        def take(c):
-            picked.append(c)
-            keys.add(c.key)
-            sig = register_tile(c)
-            per_sig[sig] = per_sig.get(sig, 0) + 1
+        def take_first(quota, accept, pool=ranked, limit=n_model):
+            """The first ``quota`` candidates of ``pool`` not picked yet that ``accept``, while
+            the round has fewer than ``limit``."""
+            for c in pool:
+                if quota <= 0 or len(picked) >= limit:
+                    break
+                if c.key not in keys and accept(c):
+                    picked.append(c)
+                    keys.add(c.key)
+                    sig = register_tile(c)
+                    per_sig[sig] = per_sig.get(sig, 0) + 1
+                    structures.add(tile_structure(c))
+                    quota -= 1
 
         if opt.per_sketch_picks and len(self.sketches) > 1:
             # each sketch's best few first: the model's ranking otherwise collapses onto the
@@ -209,49 +219,24 @@ class EvolutionarySearch:
             for i in range(len(self.sketches)):
                 quota = (share if self.valid_per_sketch[i] < opt.sketch_warmup
                          else opt.per_sketch_picks)
-                for c in [c for c in ranked if c.sketch == i][:quota]:
-                    if len(picked) < n_model:
-                        take(c)
+                take_first(quota, lambda c, i=i: c.sketch == i)
         # the best-scored of the round's fresh random samples: the evolved candidates descend
         # from the measured elites, and a model trained on a mediocre first elite ranks its
         # near-copies first; these are the model's pick among structures nobody measured
         fresh = {c.key for c in init}
-        n_fresh = min(opt.fresh_picks, n_model - len(picked))
-        for c in ranked:
-            if n_fresh <= 0:
-                break
-            if c.key in fresh and c.key not in keys:
-                take(c)
-                n_fresh -= 1
+        take_first(opt.fresh_picks, lambda c: c.key in fresh)
         # picks of distinct tile structures (every tiled loop's lengths but the outermost): the
         # model's ranking is otherwise topped by near-copies of the best measured program (other
         # outer tiles, unroll depths), and a run whose first elite is mediocre never leaves it
-        n_div = min(opt.diverse_picks, n_model - len(picked))
-        structures = {tile_structure(c) for c in picked}
-        for c in ranked:
-            if n_div <= 0:
-                break
-            st = tile_structure(c)
-            if c.key not in keys and st not in structures:
-                take(c)
-                structures.add(st)
-                n_div -= 1
+        take_first(opt.diverse_picks, lambda c: tile_structure(c) not in structures)
         # with a cap: diverse picks first, then the rest of the ranking fills up
-        caps = (opt.max_per_register_tile, None) if opt.max_per_register_tile else (None,)
-        for cap in caps:
-            for c in ranked:
-                if len(picked) >= n_model:
-                    break
-                if c.key in keys or cap is not None and per_sig.get(register_tile(c), 0) >= cap:
-                    continue
-                take(c)
+        if opt.max_per_register_tile:
+            take_first(n_model, lambda c: per_sig.get(register_tile(c), 0)
+                       < opt.max_per_register_tile)
+        take_first(n_model, lambda c: True)
         pool = [c for c in init if c.key not in self.measured and c.key not in keys]
         rng.shuffle(pool)
-        for c in pool:
-            if len(picked) >= n:
-                break
-            if c.key not in keys:  # init may hold the same program twice
-                take(c)
+        take_first(n, lambda c: True, pool, limit=n)  # take_first skips init's duplicates
         return picked
 
     def _next_generation(self, pop: list, scores: np.ndarray) -> list:
