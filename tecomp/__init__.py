@@ -19,6 +19,9 @@ def __getattr__(name):
     if name in ("tune_tasks", "TuneTasksResult"):
         from .search import scheduler
         return getattr(scheduler, name)
+    if name in ("from_onnx", "Model", "CompiledModel", "compile_model", "tune_model"):
+        from . import frontend  # whole models; onnx itself only inside from_onnx
+        return getattr(frontend, name)
     raise AttributeError(f"module 'tecomp' has no attribute {name!r}")
 
 __version__ = "0.1.0"

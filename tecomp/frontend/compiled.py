@@ -1,0 +1,228 @@
+"""``tc.compile_model``: a :class:`~.graph.Model` to a :class:`CompiledModel`, one kernel per fused
+group, with the buffers of the intermediate values planned once.
+
+Each group (:mod:`.fusion`) is one ComputeDAG built with its weights as constants (stages that
+pack a weight run once, at compile time). Its schedule is the best record of the tuning log for
+its workload key, or, when the log has none (or no log is given), the default schedule, with a
+warning that names the layer. Groups of one workload key and weights share one kernel.
+
+Intermediate values live in buffers assigned at compile time: a value's buffer returns to the
+pool after its last reader runs, and a later value of the same shape and dtype takes it, so a call
+allocates only the model's outputs.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..build import build
+from ..target import Target
+from .fusion import group_dag, partition
+from .graph import Model, ModelError, Op
+
+__all__ = ["CompiledModel", "compile_model", "Step"]
+
+
+@dataclass
+class Step:
+    """One kernel launch: the kernel, its argument slots, its output slot, its group's name and
+    the index checks to run first (``(slot, dimension size, node description)`` of a Gather)."""
+    kernel: object
+    args: list
+    out: int
+    name: str
+    gather_checks: list
+
+
+class CompiledModel:
+    """A compiled network: ``cm(*arrays)`` or ``cm(**{input_name: array})`` returns the model's
+    output (a tuple when it has several), as new numpy arrays.
+
+    Attributes
+    ----------
+    input_names, output_names : list of str
+    steps : list of Step
+        The kernels in run order.
+    untuned : list of str
+        The layers that run with the default schedule (no record in the log).
+    """
+
+    def __init__(self, model: Model, target: Target, steps: list, slots: list, inputs: list,
+                 outputs: list, constants: dict, untuned: list):
+        self.name, self.target = model.name, target
+        self.input_names = list(model.inputs)
+        self.output_names = list(model.outputs)
+        self._inputs = [(model.values[n].shape, model.values[n].dtype) for n in model.inputs]
+        self.steps, self.untuned = steps, untuned
+        self._slot_specs = slots          # (shape, dtype) per slot
+        self._input_slots = inputs        # slot of each model input
+        self._output_slots = outputs      # slot (int) or constant array per model output
+        self._consts = constants          # slot -> constant array (read-only)
+        self._buffers = None
+
+    def _arguments(self, args, kwargs) -> list:
+        names = self.input_names
+        if args and kwargs:
+            raise TypeError(f"model {self.name!r}: pass the inputs by position or by name, not both")
+        if kwargs:
+            unknown = sorted(set(kwargs) - set(names))
+            if unknown:
+                raise TypeError(f"model {self.name!r} has no input(s) {unknown}; its inputs are "
+                                f"{names}")
+            missing = [n for n in names if n not in kwargs]
+            if missing:
+                raise TypeError(f"model {self.name!r}: missing input(s) {missing}")
+            args = [kwargs[n] for n in names]
+        if len(args) != len(names):
+            raise TypeError(f"model {self.name!r} takes {len(names)} input(s) ({', '.join(names)}), "
+                            f"{len(args)} given")
+        out = []
+        for a, n, (shape, dtype) in zip(args, names, self._inputs):
+            if not isinstance(a, np.ndarray):
+                raise TypeError(f"model {self.name!r}: input {n!r} must be a numpy array, got "
+                                f"{type(a).__name__}")
+            if a.dtype != dtype:
+                raise TypeError(f"model {self.name!r}: input {n!r} has dtype {a.dtype}, expected "
+                                f"{dtype} (convert it with .astype(np.{dtype.name}))")
+            if a.shape != shape:
+                raise ValueError(f"model {self.name!r}: input {n!r} has shape {a.shape}, expected "
+                                 f"{shape}")
+            out.append(np.array(a, order="C", copy=None))
+        return out
+
+    def __call__(self, *args, **kwargs):
+        arrays = self._arguments(args, kwargs)
+        if self._buffers is None:  # planned once; allocated on the first call
+            self._buffers = [np.empty(s, d) for s, d in self._slot_specs]
+            for slot, c in self._consts.items():
+                self._buffers[slot] = c
+        bufs = list(self._buffers)
+        for slot, a in zip(self._input_slots, arrays):
+            bufs[slot] = a
+        out_slots = {s for s in self._output_slots if isinstance(s, int)}
+        for slot in out_slots:  # outputs are new arrays: the caller keeps them
+            if slot not in self._input_slots:
+                bufs[slot] = np.empty(*self._slot_specs[slot])
+        for st in self.steps:
+            for slot, n, where in st.gather_checks:
+                idx = bufs[slot]
+                if idx.size and (idx.min() < -n or idx.max() >= n):
+                    bad = int(idx.min()) if idx.min() < -n else int(idx.max())
+                    raise ValueError(f"model {self.name!r}: {where}: Gather index {bad} is out of "
+                                     f"range [{-n}, {n})")
+            st.kernel(*[bufs[a] for a in st.args], out=bufs[st.out])
+        res = [bufs[s].copy() if isinstance(s, int) and s in self._input_slots
+               else bufs[s] if isinstance(s, int) else np.array(s) for s in self._output_slots]
+        return res[0] if len(res) == 1 else tuple(res)
+
+    def __repr__(self):
+        return (f"<tc.CompiledModel {self.name!r}: {len(self.steps)} kernels, inputs "
+                f"{self.input_names}, outputs {self.output_names}, target {self.target}>")
+
+
+def _default_schedule(dag):
+    from .schedules import default_schedule
+    return default_schedule(dag)
+
+
+def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
+    """Compile ``model`` for ``target``: one kernel per fused group.
+
+    Parameters
+    ----------
+    model : Model
+        From :func:`tecomp.from_onnx`.
+    target : str or Target
+        ``"llvm"`` (this CPU).
+    log : str or path, optional
+        A tuning log (:func:`tecomp.tune_model`): each group is built from its best record; a
+        group without one gets the default schedule, with a warning naming it.
+
+    Returns
+    -------
+    CompiledModel
+    """
+    if not isinstance(model, Model):
+        raise TypeError(f"compile_model expects a tc.Model (from tc.from_onnx), got "
+                        f"{type(model).__name__}")
+    target = Target.parse(target)
+    if target.kind.value != "llvm":
+        raise NotImplementedError(f"compile_model supports the llvm target, not {target}")
+    groups = partition(model)
+    slot_of: dict = {}
+    specs: list = []
+    consts: dict = {}
+    free: dict = {}  # (shape, dtype) -> free slots
+    outputs = set(model.outputs)
+
+    def new_slot(name, reuse=True):
+        v = model.values[name]
+        key = (v.shape, v.dtype.str)
+        pool = free.get(key)
+        if reuse and pool:
+            slot_of[name] = pool.pop()
+        else:
+            slot_of[name] = len(specs)
+            specs.append((v.shape, v.dtype))
+        return slot_of[name]
+
+    for name in model.inputs:
+        new_slot(name, reuse=False)
+    last_use = {}
+    for k, g in enumerate(groups):
+        for i in g.external_inputs():
+            last_use[i] = k
+    steps, untuned = [], []
+    for k, g in enumerate(groups):
+        gd = group_dag(model, g)
+        kernel, tuned = _build_group(gd, target, log)
+        if not tuned:
+            untuned.append(g.name)
+        args = []
+        for name in gd.runtime:
+            if name not in slot_of:
+                raise ModelError(f"value {name!r} is read before it is computed")
+            args.append(slot_of[name])
+        checks = []
+        for n in g.nodes:
+            if n.op is Op.GATHER and n.inputs[1] in slot_of:
+                size = model.values[n.inputs[0]].shape[n.attrs["axis"]]
+                checks.append((slot_of[n.inputs[1]], size, n.describe()))
+        out = new_slot(g.output, reuse=g.output not in outputs)
+        steps.append(Step(kernel, args, out, g.name, checks))
+        for name in gd.runtime:  # values read for the last time go back to the pool
+            if last_use.get(name) == k and name not in outputs and name not in model.inputs:
+                v = model.values[name]
+                free.setdefault((v.shape, v.dtype.str), []).append(slot_of[name])
+    out_slots = []
+    for name in model.outputs:
+        if name in slot_of:
+            out_slots.append(slot_of[name])
+        else:
+            out_slots.append(model.constants[name])
+    if untuned and log is not None:
+        shown = "; ".join(untuned[:6]) + (f"; and {len(untuned) - 6} more" if len(untuned) > 6
+                                          else "")
+        warnings.warn(f"compile_model {model.name!r}: {len(untuned)} of {len(groups)} layers have "
+                      f"no record in {str(log)!r} and use the default schedule: {shown}",
+                      UserWarning, stacklevel=2)
+    return CompiledModel(model, target, steps, specs, [slot_of[n] for n in model.inputs],
+                         out_slots, consts, untuned)
+
+
+def _build_group(gd, target, log):
+    """``(kernel, tuned)``: the group's kernel from the log's best record, or the default."""
+    sched = None
+    if log is not None:
+        from ..schedule.records import schedule_from_log
+        try:
+            sched = schedule_from_log(gd.dag, log, target, on_missing="error")
+        except LookupError:
+            sched = None
+    tuned = sched is not None
+    if sched is None:
+        sched = _default_schedule(gd.dag)
+    kernel = build(gd.dag, target, schedule=sched, constants=gd.constants or None)
+    return kernel, tuned

@@ -1,0 +1,151 @@
+"""Fusion: partition a model's nodes into groups, each compiled as ONE ComputeDAG (one kernel).
+
+A group has at most one *anchor* (an operator with a reduction: convolution, matrix product,
+reduction, softmax, layer norm, pooling) and is grown in topological order (after Relay's
+FuseOps, simplified to chains):
+
+- an elementwise node joins the group of the value it reads when that value has no other reader
+  and is not a model output; after an anchor only when it keeps the anchor's shape (an epilogue:
+  bias, relu / clip / gelu, residual add, scaling);
+- an injective node (reshape, transpose, gather, ...) joins only an anchor-free group;
+- an anchor joins an anchor-free group of pure index maps (a reshape or transpose feeding a
+  matrix product, read through its index expression) or, for the light anchors (reductions,
+  softmax, layer norm), of elementwise ops too (a residual add before a layer norm);
+  a convolution always starts its own group (its input is read KH*KW*O times: recomputing an
+  elementwise producer per read would cost more than the round trip through memory).
+
+:func:`group_dag` lowers a group to a ComputeDAG whose inputs are the run-time values first,
+then the constant tensors (weights), in order of first use, so that structurally identical groups
+(the same layer shape) get the same workload key whatever their weights.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import ir
+from .graph import Model, Node, Op, Pattern
+from .lowering import Imm, inline_as_literal, lower_node
+
+__all__ = ["Group", "partition", "group_dag", "GroupDAG"]
+
+
+@dataclass
+class Group:
+    """Nodes (in order) computing ``output``; ``anchor`` is its reduction node, if any."""
+    nodes: list = field(default_factory=list)
+    anchor: Node | None = None
+
+    @property
+    def output(self) -> str:
+        return self.nodes[-1].output
+
+    @property
+    def name(self) -> str:
+        """A readable name for messages: the anchor's (or first node's) source and the fused
+        operators."""
+        head = self.anchor or self.nodes[0]
+        ops = "+".join(n.op.label for n in self.nodes)
+        return f"{ops} ({head.describe()})"
+
+    def external_inputs(self) -> list:
+        made = {n.output for n in self.nodes}
+        out = []
+        for n in self.nodes:
+            for i in n.inputs:
+                if i not in made and i not in out:
+                    out.append(i)
+        return out
+
+
+def _accepts(g: Group, n: Node, m: Model, via: str) -> bool:
+    pat = n.op.pattern
+    if pat is Pattern.ELEMWISE:
+        if g.anchor is None:
+            return True
+        return m.values[n.output].shape == m.values[via].shape
+    if pat is Pattern.INJECTIVE:
+        return g.anchor is None and not (n.op is Op.GATHER and n.inputs[0] != via)
+    if g.anchor is not None or n.op is Op.CONV2D:
+        return False
+    pure_index_maps = all(x.op.pattern is Pattern.INJECTIVE and x.op not in (Op.GATHER, Op.CONCAT)
+                          for x in g.nodes)
+    if pat is Pattern.COMPLEX:
+        return pure_index_maps
+    return pure_index_maps or all(x.op.pattern is Pattern.ELEMWISE for x in g.nodes)
+
+
+def partition(m: Model) -> list:
+    """The model's nodes as fusion groups, in an order that runs them (each group after the
+    groups its inputs come from)."""
+    cons = m.consumers()
+    outputs = set(m.outputs)
+    group_of: dict = {}  # value name -> its group
+    groups: list = []
+    for n in m.nodes:
+        target = None
+        for i in dict.fromkeys(n.inputs):  # each distinct input once, in order
+            g = group_of.get(i)
+            if g is None or g.output != i or i in outputs:
+                continue
+            if len({id(c) for c in cons.get(i, [])}) != 1:
+                continue
+            if _accepts(g, n, m, i):
+                target = g
+                break
+        if target is None:
+            target = Group()
+            groups.append(target)
+        else:  # the group now runs where its new last node is
+            groups.remove(target)
+            groups.append(target)
+        target.nodes.append(n)
+        if n.op.pattern >= Pattern.REDUCE:
+            target.anchor = n
+        group_of[n.output] = target
+    return groups
+
+
+@dataclass
+class GroupDAG:
+    """A group lowered: ``dag`` takes ``runtime`` values then the ``constants`` (placeholder name
+    -> array) and computes the group's output."""
+    dag: object
+    runtime: list
+    constants: dict
+    group: Group
+
+
+def group_dag(m: Model, g: Group) -> GroupDAG:
+    """Lower group ``g`` of model ``m`` to one ComputeDAG."""
+    made = {n.output for n in g.nodes}
+    runtime, consts = [], []
+    for n in g.nodes:
+        for k, i in enumerate(n.inputs):
+            if i in made or i in runtime or i in consts:
+                continue
+            c = m.constants.get(i)
+            if c is None:
+                runtime.append(i)
+            elif not inline_as_literal(n, k, c):
+                consts.append(i)
+    phs = {}
+    for k, name in enumerate(runtime):
+        v = m.values[name]
+        phs[name] = ir.placeholder(v.shape, v.dtype, name=f"in{k}")
+    for k, name in enumerate(consts):
+        v = m.values[name]
+        phs[name] = ir.placeholder(v.shape, v.dtype, name=f"w{k}")
+    tensors = dict(phs)
+    out = None
+    for s, n in enumerate(g.nodes):
+        operands = []
+        for k, i in enumerate(n.inputs):
+            c = m.constants.get(i)
+            if i not in tensors and c is not None and inline_as_literal(n, k, c):
+                operands.append(Imm(c))
+            else:
+                operands.append(tensors[i])
+        out = lower_node(n, operands, f"{n.op.label}{s}")
+        tensors[n.output] = out
+    dag = ir.ComputeDAG([phs[r] for r in runtime] + [phs[c] for c in consts] + [out])
+    return GroupDAG(dag, runtime, {phs[c].name: m.constants[c] for c in consts}, g)

@@ -1,0 +1,243 @@
+"""``tc.from_onnx``: an ONNX model (file or ``onnx.ModelProto``) to a :class:`~.graph.Model`.
+
+The ``onnx`` package is imported here only (the ``tecomp[onnx]`` extra); a compiled model never
+needs it. Nodes are converted in the file's (topological) order by the converters of
+:mod:`.convert_nn` and :mod:`.convert_tensor`; a node whose inputs are all constants is evaluated
+at once (shape computations, weight transposes), so what reaches the model are the operators that
+depend on the network's inputs, with static shapes.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .graph import Model, ModelError, Node, Op, UnsupportedOperatorError
+from .lowering import Imm, fold_node, inline_as_literal, lower_node
+
+__all__ = ["from_onnx", "ImportContext"]
+
+_INPUT_DTYPES = ("float32", "float64", "int64", "int32", "bool")
+
+
+class ImportContext:
+    """What a converter sees: the model being built, the ONNX node and helpers to emit nodes."""
+
+    def __init__(self, model: Model, opset: int):
+        self.model, self.opset = model, opset
+        self.node = None       # the ONNX node being converted
+        self.where = ""        # its description for messages
+
+    # ------------------------------------------------------------------ lookups
+    def value(self, name: str):
+        v = self.model.values.get(name)
+        if v is None:
+            raise ModelError(f"{self.where}: input {name!r} is not produced by any earlier node, "
+                             f"initializer or graph input (the graph is not topologically sorted "
+                             f"or is malformed)")
+        return v
+
+    def const(self, name: str):
+        """The constant array of value ``name``, or None when it is computed at run time."""
+        self.value(name)
+        return self.model.constants.get(name)
+
+    def need_const(self, name: str, what: str) -> np.ndarray:
+        a = self.const(name)
+        if a is None:
+            raise UnsupportedOperatorError(f"{self.where}: {what} (input {name!r}) must be a "
+                                           f"constant (an initializer or computed from shapes); a "
+                                           f"value computed at run time is not supported")
+        return a
+
+    def fail(self, msg: str, unsupported: bool = False):
+        cls = UnsupportedOperatorError if unsupported else ModelError
+        raise cls(f"{self.where}: {msg}")
+
+    # ------------------------------------------------------------------ emitting
+    def add_const(self, array, base: str) -> str:
+        name = self.model.fresh_name(base)
+        self.model.add_constant(name, np.asarray(array))
+        return name
+
+    def alias(self, out: str, src: str) -> str:
+        """Make ``out`` the same value as ``src`` (Identity, Dropout, no-op reshapes)."""
+        if src in self.model.constants:
+            self.model.add_constant(out, self.model.constants[src])
+            return out
+        return self.emit(Op.IDENTITY, [src], {}, out)
+
+    def emit(self, op: Op, inputs: list, attrs: dict, out: str | None = None) -> str:
+        """Add a node (or its folded constant) computing ``out``; returns the value name."""
+        out = out or self.model.fresh_name(f"{self.node.output[0]}_{op.label}")
+        node = Node(op, list(inputs), [out], dict(attrs), self.where)
+        consts = [self.const(i) for i in inputs]
+        try:
+            if all(c is not None for c in consts):
+                self.model.add_constant(out, fold_node(node, consts))
+                return out
+            t = lower_node(node, self.operands(node), "probe")
+        except (ValueError, TypeError, IndexError) as e:
+            raise ModelError(f"{self.where}: {e}") from e
+        self.model.add_value(out, t.shape, t.dtype.np)
+        self.model.nodes.append(node)
+        return out
+
+    def operands(self, node: Node) -> list:
+        """Placeholders (or literals) standing for ``node``'s inputs, for shape inference."""
+        from .. import ir
+        out = []
+        for k, name in enumerate(node.inputs):
+            v, c = self.model.values[name], self.model.constants.get(name)
+            if c is not None and inline_as_literal(node, k, c):
+                out.append(Imm(c))
+            else:
+                out.append(ir.placeholder(v.shape, v.dtype, name=f"in{k}"))
+        return out
+
+
+def _load(model):
+    import onnx
+    if isinstance(model, onnx.ModelProto):
+        return model, "<ModelProto>"
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"from_onnx expects a path or an onnx.ModelProto, got "
+                        f"{type(model).__name__}")
+    path = os.fspath(model)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no ONNX file at {path!r}")
+    try:
+        proto = onnx.load(path)
+    except Exception as e:  # noqa: BLE001 - protobuf raises several kinds for garbage
+        raise ModelError(f"{path!r} is not a readable ONNX model ({type(e).__name__}: "
+                         f"{str(e)[:200]})") from e
+    return proto, path
+
+
+def _check(proto, where: str) -> None:
+    import onnx
+    if not proto.graph.node and not proto.graph.output:
+        raise ModelError(f"{where}: the ONNX model has an empty graph")
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as e:  # noqa: BLE001 - ValidationError, or protobuf errors on odd fields
+        raise ModelError(f"{where}: the ONNX model is malformed: {str(e).strip()[:400]}") from e
+
+
+def _static_shape(vi, shapes: dict, where: str) -> tuple:
+    if vi.name in shapes:
+        return tuple(int(s) for s in shapes[vi.name])
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        raise ModelError(f"{where}: graph input {vi.name!r} has no shape; pass "
+                         f"shapes={{{vi.name!r}: (...)}}")
+    dims = []
+    for d, dim in enumerate(tt.shape.dim):
+        if dim.HasField("dim_value") and dim.dim_value > 0:
+            dims.append(int(dim.dim_value))
+        else:
+            sym = dim.dim_param or "?"
+            raise ModelError(f"{where}: graph input {vi.name!r} has a dynamic dimension {d} "
+                             f"({sym!r}); tecomp compiles static shapes: pass "
+                             f"shapes={{{vi.name!r}: (...)}} to from_onnx")
+    return tuple(dims)
+
+
+def from_onnx(model, shapes: dict | None = None, name: str | None = None) -> Model:
+    """Parse an ONNX model into a :class:`tc.Model <tecomp.frontend.graph.Model>`.
+
+    Parameters
+    ----------
+    model : str, path or onnx.ModelProto
+    shapes : dict, optional
+        Input name -> static shape, for inputs with dynamic (symbolic) dimensions.
+    name : str, optional
+        The model's name (default: the file name or the graph's name).
+
+    Returns
+    -------
+    Model
+
+    Raises
+    ------
+    UnsupportedOperatorError
+        An operator (or attribute value) tecomp does not lower, naming the operator, the node
+        and its position in the graph.
+    ModelError
+        A malformed file or graph, a dynamic input shape without ``shapes=``, inconsistent shapes.
+    FileNotFoundError
+        No file at the path.
+    """
+    try:
+        import onnx  # noqa: F401
+    except ImportError as e:
+        raise ImportError("tc.from_onnx needs the onnx package: pip install 'tecomp[onnx]'") from e
+    from onnx import numpy_helper
+
+    from .convert import CONVERTERS
+    proto, where = _load(model)
+    _check(proto, where)
+    g = proto.graph
+    opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=1)
+    m = Model(name or (os.path.splitext(os.path.basename(where))[0] if where[0] != "<"
+                       else g.name or "model"))
+    shapes = dict(shapes or {})
+    for init in g.initializer:
+        try:
+            arr = numpy_helper.to_array(init)
+        except Exception as e:  # noqa: BLE001 - external data missing, bad raw bytes
+            raise ModelError(f"{where}: initializer {init.name!r} cannot be read: {e}") from e
+        m.add_constant(init.name, arr)
+    for vi in g.input:
+        if vi.name in m.constants:
+            continue  # an initializer listed as an input (old exporters): a constant
+        elem = vi.type.tensor_type.elem_type
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+        except Exception as e:  # noqa: BLE001
+            raise ModelError(f"{where}: graph input {vi.name!r} has an unknown element type "
+                             f"{elem}") from e
+        if dtype.name not in _INPUT_DTYPES:
+            raise UnsupportedOperatorError(f"{where}: graph input {vi.name!r} has dtype "
+                                           f"{dtype.name}; supported: {', '.join(_INPUT_DTYPES)}")
+        m.add_value(vi.name, _static_shape(vi, shapes, where), dtype)
+        m.inputs.append(vi.name)
+    unknown = set(shapes) - set(m.inputs)
+    if unknown:
+        raise ModelError(f"{where}: shapes= names {sorted(unknown)}, which are not graph inputs "
+                         f"(inputs: {m.inputs})")
+    ctx = ImportContext(m, opset)
+    n_nodes = len(g.node)
+    for idx, node in enumerate(g.node):
+        ctx.node = node
+        ctx.where = (f"node {node.name or '(unnamed)'!r} ({node.op_type}, #{idx} of {n_nodes}"
+                     f"{', domain ' + node.domain if node.domain not in ('', 'ai.onnx') else ''})")
+        conv = CONVERTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if conv is None:
+            raise UnsupportedOperatorError(
+                f"unsupported ONNX operator {node.op_type!r} at {ctx.where}, inputs "
+                f"{list(node.input)}; supported: {', '.join(sorted(CONVERTERS))}")
+        conv(ctx, node, _attrs(node))
+        for o in node.output:
+            if o and o not in m.values:
+                ctx.fail(f"output {o!r} was not produced")
+    for vi in g.output:
+        if vi.name not in m.values:
+            raise ModelError(f"{where}: graph output {vi.name!r} is not computed by any node")
+        m.outputs.append(vi.name)
+    from .passes import simplify
+    simplify(m)
+    return m
+
+
+def _attrs(node) -> dict:
+    from onnx import helper
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        elif isinstance(v, list):
+            v = [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+        out[a.name] = v
+    return out

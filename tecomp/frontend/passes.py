@@ -1,0 +1,144 @@
+"""Graph passes on a :class:`~.graph.Model` before fusion.
+
+- Identity nodes are removed (their readers read the source value).
+- A per-output-channel multiply / add / subtract / divide by a constant that follows a
+  convolution with constant weights is folded into the convolution's weight and bias (what a
+  BatchNormalization becomes on import); a multiply by a per-column constant after a matrix
+  product with a constant right operand is folded into that operand (Gemm's alpha).
+- Nodes whose results nobody uses are dropped.
+
+Constant folding proper happens during import (a node whose inputs are all constants is
+evaluated then); these passes only create new constants from old ones.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import Model, Node, Op
+
+__all__ = ["simplify", "fold_channel_affine", "remove_identities", "eliminate_dead"]
+
+
+def simplify(m: Model) -> Model:
+    """Run every pass of this module, in place; returns ``m``."""
+    remove_identities(m)
+    while fold_channel_affine(m):
+        pass
+    eliminate_dead(m)
+    return m
+
+
+def _replace_uses(m: Model, old: str, new: str) -> None:
+    for n in m.nodes:
+        n.inputs = [new if i == old else i for i in n.inputs]
+
+
+def remove_identities(m: Model) -> None:
+    outputs = set(m.outputs)
+    keep = []
+    for n in m.nodes:
+        if n.op is Op.IDENTITY and n.output not in outputs:
+            _replace_uses(m, n.output, n.inputs[0])
+            continue
+        keep.append(n)
+    m.nodes = keep
+
+
+def _channel_vector(c: np.ndarray, out_shape: tuple, axis: int):
+    """``c`` as a vector along ``axis`` of ``out_shape`` when, broadcast to it, it varies only
+    along that axis (a scalar gives a constant vector); else None."""
+    if len(c.shape) > len(out_shape):
+        return None
+    full = (1,) * (len(out_shape) - len(c.shape)) + tuple(c.shape)
+    if any(s != 1 for d, s in enumerate(full) if d != axis):
+        return None
+    if full[axis] not in (1, out_shape[axis]):
+        return None
+    return np.broadcast_to(c.reshape(-1), (out_shape[axis],)).astype(np.float64)
+
+
+def fold_channel_affine(m: Model) -> bool:
+    """Fold one constant per-channel affine op into its producer; True when something folded."""
+    prod, cons = m.producer(), m.consumers()
+    outputs = set(m.outputs)
+    for n in m.nodes:
+        if n.op not in (Op.MUL, Op.ADD, Op.SUB, Op.DIV) or len(n.inputs) != 2:
+            continue
+        for pos in (0, 1):
+            src, other = n.inputs[pos], n.inputs[1 - pos]
+            c = m.constants.get(other)
+            p = prod.get(src)
+            if c is None or p is None or src in outputs or len(cons.get(src, [])) != 1:
+                continue
+            if pos == 1 and n.op in (Op.SUB, Op.DIV):
+                continue  # c - y and c / y are not affine in y's weights
+            if p.op is Op.CONV2D and _fold_into_conv(m, p, n, c):
+                return True
+            if p.op is Op.MATMUL and n.op in (Op.MUL, Op.DIV) and _fold_into_matmul(m, p, n, c):
+                return True
+    return False
+
+
+def _fold_into_conv(m: Model, conv: Node, n: Node, c: np.ndarray) -> bool:
+    w = m.constants.get(conv.inputs[1])
+    b = m.constants.get(conv.inputs[2]) if len(conv.inputs) > 2 else None
+    if w is None or (len(conv.inputs) > 2 and b is None) or not w.dtype.kind == "f":
+        return False
+    out_shape = m.values[conv.output].shape
+    vec = _channel_vector(c, out_shape, 1)
+    if vec is None or m.values[n.output].shape != out_shape:
+        return False
+    bias = np.zeros(w.shape[0]) if b is None else b.astype(np.float64)
+    w64 = w.astype(np.float64)
+    if n.op is Op.MUL:
+        w64, bias = w64 * vec[:, None, None, None], bias * vec
+    elif n.op is Op.DIV:
+        w64, bias = w64 / vec[:, None, None, None], bias / vec
+    elif n.op is Op.ADD:
+        bias = bias + vec
+    else:
+        bias = bias - vec
+    wn = m.fresh_name(f"{conv.output}_w")
+    m.add_constant(wn, w64.astype(w.dtype))
+    bn = m.fresh_name(f"{conv.output}_b")
+    m.add_constant(bn, bias.astype(w.dtype))
+    _absorb(m, conv, n, [conv.inputs[0], wn, bn])
+    return True
+
+
+def _fold_into_matmul(m: Model, mm: Node, n: Node, c: np.ndarray) -> bool:
+    w = m.constants.get(mm.inputs[1])
+    if w is None or w.ndim != 2 or w.dtype.kind != "f":
+        return False
+    out_shape = m.values[mm.output].shape
+    vec = _channel_vector(c, out_shape, len(out_shape) - 1)
+    if vec is None or m.values[n.output].shape != out_shape:
+        return False
+    w64 = w.astype(np.float64)
+    w64 = w64 * vec[None, :] if n.op is Op.MUL else w64 / vec[None, :]
+    wn = m.fresh_name(f"{mm.output}_w")
+    m.add_constant(wn, w64.astype(w.dtype))
+    _absorb(m, mm, n, [mm.inputs[0], wn])
+    return True
+
+
+def _absorb(m: Model, producer: Node, n: Node, inputs: list) -> None:
+    """``producer`` (with new ``inputs``) now computes ``n``'s output; ``n`` is removed."""
+    old = producer.output
+    producer.inputs = inputs
+    producer.outputs = [n.output]
+    m.nodes = [x for x in m.nodes if x is not n]
+    del m.values[old]
+
+
+def eliminate_dead(m: Model) -> None:
+    live = set(m.outputs)
+    keep = []
+    for n in reversed(m.nodes):
+        if any(o in live for o in n.outputs):
+            keep.append(n)
+            live.update(n.inputs)
+    m.nodes = keep[::-1]
+    for name in [k for k in m.constants if k not in live]:
+        del m.constants[name]
+        del m.values[name]
