@@ -74,6 +74,41 @@ def _accepts(g: Group, n: Node, m: Model, via: str) -> bool:
     return pure_index_maps or all(x.op.pattern is Pattern.ELEMWISE for x in g.nodes)
 
 
+_MAX_DIAMOND = 16
+
+
+def _diamonds(m: Model, cons: dict) -> dict:
+    """Value -> the elementwise nodes (in order) of a closed diamond after it: ``x`` read by
+    several elementwise nodes whose results meet again in one value, as GELU's
+    ``x * 0.5 * (1 + erf(x / sqrt 2))``. Fusion takes such a region whole or not at all, since
+    its inner values are read only inside it."""
+    outputs, consts = set(m.outputs), m.constants
+    out: dict = {}
+    for k, p in enumerate(m.nodes):
+        i = p.output
+        readers = cons.get(i, [])
+        if len({id(c) for c in readers}) < 2 or i in outputs or \
+                any(c.op.pattern is not Pattern.ELEMWISE for c in readers):
+            continue
+        region, avail, members = [], {i}, set()
+        for n in m.nodes[k + 1:]:
+            reads = [x for x in n.inputs if x not in consts]
+            if not any(x in avail for x in reads):
+                continue
+            if n.op.pattern is not Pattern.ELEMWISE or not all(x in avail for x in reads) \
+                    or len(region) == _MAX_DIAMOND:
+                break
+            region.append(n)
+            members.add(id(n))
+            avail.add(n.output)
+            open_ = [v for v in avail if v in outputs
+                     or any(id(c) not in members for c in cons.get(v, []))]
+            if open_ == [n.output]:
+                out[i] = region
+                break
+    return out
+
+
 def partition(m: Model) -> list:
     """The model's nodes as fusion groups, in an order that runs them (each group after the
     groups its inputs come from)."""
@@ -81,7 +116,11 @@ def partition(m: Model) -> list:
     outputs = set(m.outputs)
     group_of: dict = {}  # value name -> its group
     groups: list = []
+    diamonds = _diamonds(m, cons)
+    taken: set = set()  # nodes already placed with their diamond
     for n in m.nodes:
+        if id(n) in taken:
+            continue
         target = None
         for i in dict.fromkeys(n.inputs):  # each distinct input once, in order
             g = group_of.get(i)
@@ -102,6 +141,12 @@ def partition(m: Model) -> list:
         if n.op.pattern >= Pattern.REDUCE:
             target.anchor = n
         group_of[n.output] = target
+        region = diamonds.get(n.output)
+        if region and all(_accepts(target, r, m, n.output) for r in region):
+            for r in region:
+                target.nodes.append(r)
+                taken.add(id(r))
+                group_of[r.output] = target
     return groups
 
 

@@ -188,6 +188,11 @@ def from_onnx(model, shapes: dict | None = None, name: str | None = None) -> Mod
         except Exception as e:  # noqa: BLE001 - external data missing, bad raw bytes
             raise ModelError(f"{where}: initializer {init.name!r} cannot be read: {e}") from e
         m.add_constant(init.name, arr)
+    names = [vi.name for vi in g.input if vi.name not in m.constants]
+    unknown = set(shapes) - set(names)
+    if unknown:
+        raise ModelError(f"{where}: shapes= names {sorted(unknown)}, which are not graph inputs "
+                         f"(inputs: {names})")
     for vi in g.input:
         if vi.name in m.constants:
             continue  # an initializer listed as an input (old exporters): a constant
@@ -202,10 +207,6 @@ def from_onnx(model, shapes: dict | None = None, name: str | None = None) -> Mod
                                            f"{dtype.name}; supported: {', '.join(_INPUT_DTYPES)}")
         m.add_value(vi.name, _static_shape(vi, shapes, where), dtype)
         m.inputs.append(vi.name)
-    unknown = set(shapes) - set(m.inputs)
-    if unknown:
-        raise ModelError(f"{where}: shapes= names {sorted(unknown)}, which are not graph inputs "
-                         f"(inputs: {m.inputs})")
     ctx = ImportContext(m, opset)
     n_nodes = len(g.node)
     for idx, node in enumerate(g.node):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from onnx_util import check, make_model
 
 helper = pytest.importorskip("onnx").helper

@@ -1,0 +1,57 @@
+"""A model's tuning tasks (distinct fused groups with their counts), tc.tune_model into a log,
+and compile_model from that log (tuned groups from their records, the rest with a warning)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from onnx_util import make_model, ort_run
+
+helper = pytest.importorskip("onnx").helper
+
+import tecomp as tc  # noqa: E402
+
+rng = np.random.default_rng(3)
+
+
+def three_convs():
+    """Two convolutions of one shape (different weights) and a third of another shape."""
+    w = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float32)  # noqa: E731
+    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "W2", "B2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "W3"], ["y"], strides=[2, 2])]
+    inits = {"W1": w(4, 4, 3, 3), "B1": w(4), "W2": w(4, 4, 3, 3), "B2": w(4),
+             "W3": w(8, 4, 1, 1)}
+    return make_model(nodes, {"x": [1, 4, 6, 6]}, {"y": [1, 8, 3, 3]}, inits)
+
+
+def test_tasks_are_distinct_groups_with_counts():
+    model = tc.from_onnx(three_convs())
+    tasks = model.tasks(target="llvm")
+    assert [n for _, n in tasks] == [2, 1]
+    assert len({t.workload_key for t, _ in tasks}) == 2
+    assert all(isinstance(t, tc.SearchTask) for t, _ in tasks)
+    assert len(model.tasks(include_simple=True)) == 2  # nothing simple here
+
+
+@pytest.mark.slow  # ~20 s: worker processes measure real candidates
+def test_tune_model_then_compile_from_the_log(tmp_path):
+    proto = three_convs()
+    model = tc.from_onnx(proto)
+    log = tmp_path / "m.jsonl"
+    opt = tc.TuningOptions(population=16, generations=1, measures_per_round=4, repeat=1,
+                           min_repeat_ms=1, n_workers=1, verbose=False)
+    out = tc.tune_model(model, trials=4, log=str(log), options=opt)
+    assert sum(out.allocation) == 4 and log.exists()
+    # the first task (the warm-up round) has records; the second has none yet
+    with pytest.warns(UserWarning, match="1 of 3 layers have no record.*conv2d"):
+        cm = tc.compile_model(model, log=str(log))
+    assert len(cm.untuned) == 1 and "#4 of 5" in cm.untuned[0]
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(cm(x), ort_run(proto, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tc.compile_model(model)  # no log: the default schedule, nothing to warn about
