@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after tuning (do not build the best record and time it)")
     p.set_defaults(fn=_lazy("_commands", "cmd_tune"))
 
+    # tune-model (an ONNX model's fused layers; tecomp.frontend)
+    from ._model import add_parser as add_tune_model
+    add_tune_model(sub, _FMT, _wrap)
+
     # best
     p = sub.add_parser("best", help="the best record of each task in tuning logs",
                        description=_wrap(

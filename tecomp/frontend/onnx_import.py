@@ -211,8 +211,10 @@ def from_onnx(model, shapes: dict | None = None, name: str | None = None) -> Mod
     n_nodes = len(g.node)
     for idx, node in enumerate(g.node):
         ctx.node = node
-        ctx.where = (f"node {node.name or '(unnamed)'!r} ({node.op_type}, #{idx} of {n_nodes}"
-                     f"{', domain ' + node.domain if node.domain not in ('', 'ai.onnx') else ''})")
+        dom = f", domain {node.domain}" if node.domain not in ("", "ai.onnx") else ""
+        ctx.where = (f"node {node.name!r} ({node.op_type}, #{idx} of {n_nodes}{dom})" if node.name
+                     else f"node #{idx} of {n_nodes} ({node.op_type}{dom} -> "
+                          f"{node.output[0] if node.output else ''!r})")
         conv = CONVERTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if conv is None:
             raise UnsupportedOperatorError(

@@ -1,0 +1,132 @@
+"""``tecomp tune-model MODEL.onnx --trials N --log PATH``: tune a whole model's fused groups
+(``model.tasks()``) under one trial budget with the task scheduler, resuming from the log, with a
+live progress display; Ctrl-C stops cleanly (exit status 130, the log intact)."""
+from __future__ import annotations
+
+import os
+import sys
+
+from . import _commands as cmds
+from ._common import CliError, one_line
+from ._progress import NetworkProgress
+
+__all__ = ["cmd_tune_model", "add_parser"]
+
+
+def add_parser(sub, formatter, wrap) -> None:
+    """Register ``tune-model`` on the subcommand parsers ``sub``."""
+    from ..search.task import TuningOptions
+    d = TuningOptions()
+    p = sub.add_parser(
+        "tune-model", help="tune an ONNX model's fused layers (resumable) for tc.compile_model",
+        description=wrap("Parse MODEL (ONNX; needs 'tecomp[onnx]'), split it into fused layers "
+                         "(a convolution or matrix product with its bias, activation and "
+                         "residual add; reductions; softmax), and tune the distinct ones on this "
+                         "CPU with the task scheduler, sharing --trials among them by their "
+                         "expected gain in the model's latency. The log is resumed: layers it "
+                         "already holds are not warmed up again and no candidate is measured "
+                         "twice. Ctrl-C stops cleanly (exit status 130). Then "
+                         "tc.compile_model(tc.from_onnx(MODEL), log=LOG) builds the tuned model."),
+        formatter_class=formatter)
+    p.add_argument("model", metavar="MODEL.onnx", help="the ONNX model file")
+    p.add_argument("--trials", type=int, default=256,
+                   help="new candidates to measure, in all (default 256)")
+    p.add_argument("--log", default=None,
+                   help="JSON-lines tuning log, resumed if it exists (default "
+                        "tuning_logs/MODEL.jsonl)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                   help="static shape of an input with dynamic dimensions; repeatable")
+    p.add_argument("--target", default="llvm", help="compilation target (default llvm)")
+    p.add_argument("--objective", choices=["latency", "geomean"], default="latency",
+                   help="what the scheduler minimizes (default: the model's latency)")
+    p.add_argument("--include-simple", action="store_true",
+                   help="also tune the layers without a reduction (elementwise / reshapes)")
+    p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    p.add_argument("--cost-model", choices=["auto", "xgb", "random"], default="auto",
+                   help="auto: the learned model when xgboost is installed, else random")
+    p.add_argument("--population", type=int, default=d.population)
+    p.add_argument("--generations", type=int, default=d.generations)
+    p.add_argument("--measures-per-round", type=int, default=d.measures_per_round)
+    p.add_argument("--repeat", type=int, default=d.repeat)
+    p.add_argument("--min-repeat-ms", type=int, default=d.min_repeat_ms)
+    p.add_argument("--workers", type=int, default=d.n_workers)
+    p.add_argument("--build-timeout", type=float, default=d.build_timeout)
+    p.add_argument("--run-timeout", type=float, default=d.run_timeout)
+    p.add_argument("--progress", choices=["auto", "bar", "lines", "none"], default="auto")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="measure on the nodes of a Ray cluster (tecomp[ray]); default: worker "
+                        "processes on this machine")
+    p.set_defaults(fn=cmd_tune_model)
+
+
+def _shapes(items) -> dict:
+    out = {}
+    for it in items:
+        name, sep, dims = it.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or any(d < 1 for d in shape):
+            raise CliError(f"--input-shape {it!r}: expected NAME=D1,D2,... with positive sizes",
+                           code=2)
+        out[name] = shape
+    return out
+
+
+def cmd_tune_model(args) -> int:
+    from ..frontend import ModelError, from_onnx
+    from ..frontend.tasks import model_tasks, task_names
+    from ..search.scheduler import tune_tasks
+    if not os.path.isfile(args.model):
+        raise CliError(f"no model file at {args.model!r}", code=2)
+    target = cmds._tune_target(args)
+    try:
+        model = from_onnx(args.model, shapes=_shapes(args.input_shape))
+    except (ModelError, ImportError) as e:
+        raise CliError(one_line(e)) from None
+    pairs = model_tasks(model, target, args.include_simple)
+    if not pairs:
+        raise CliError(f"{args.model}: no layer to tune (no convolution, matrix product or "
+                       f"reduction)")
+    tasks, weights = [t for t, _ in pairs], [float(n) for _, n in pairs]
+    names = [one_line(n)[:60] for n in task_names(model, args.include_simple)]
+    log = args.log or os.path.join("tuning_logs", f"{model.name}.jsonl")
+    cmds._check_log_path(log)
+    opt = cmds._tuning_options(args)
+    tstr = str(tasks[0].target)
+    print(f"tuning {model.name} ({args.model}): {len(model.nodes)} operators, {len(tasks)} "
+          f"distinct layers ({int(sum(weights))} in all), {args.trials} trials, target {tstr}, "
+          f"log {log}")
+    held = sum(1 for t in tasks if cmds._count_records(log, t.workload_key, tstr)[0])
+    if held:
+        print(f"  resuming: the log holds records of {held} of these layers; they start warmed "
+              f"up and nothing is measured twice")
+    sys.stdout.flush()
+    shared = cmds._cost_model(args.cost_model, tasks, opt)
+    progress = NetworkProgress(args.trials, names, sys.stdout, args.progress)
+    try:
+        progress.start()
+        with cmds._measurer(args, opt) as measurer:
+            out = tune_tasks(tasks, args.trials, log=log, weights=weights, options=opt,
+                             cost_model_factory=lambda t: shared, measurer=measurer,
+                             progress=progress, objective=args.objective)
+    except KeyboardInterrupt:
+        progress.end()
+        raise CliError(f"interrupted after {progress.trials} trials of this run; the log {log} "
+                       f"keeps every finished round (rerun the same command to resume)",
+                       code=130) from None
+    finally:
+        progress.end()
+    w = max(len(n) for n in names)
+    print(f"{'#':>3}  {'layer':<{w}}  {'count':>5}  {'trials':>6}  {'GFLOP/s':>8}  {'ms':>9}")
+    for i, (name, r, c) in enumerate(zip(names, out.results, weights), 1):
+        ok = r.best_steps is not None
+        print(f"{i:>3}  {name:<{w}}  {int(c):>5}  {out.allocation[i - 1]:>6}  "
+              + (f"{r.best_gflops:8.2f}  {r.best_cost * 1e3:9.4f}" if ok else f"{'-':>8}  {'-':>9}"))
+    missing = sum(1 for r in out.results if r.best_steps is None)
+    lat = (f"{out.weighted_latency * 1e3:.3f} ms" if not missing
+           else f"unknown ({missing} layer(s) without a valid record yet)")
+    print(f"tuned layers' latency (sum of count x best): {lat}; {sum(out.allocation)} trials. "
+          f"Build it: tc.compile_model(tc.from_onnx({args.model!r}), log={log!r})")
+    return 0
