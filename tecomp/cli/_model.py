@@ -74,6 +74,13 @@ def _shapes(items) -> dict:
     return out
 
 
+def _measurer(args, opt):
+    if args.ray:  # the Ray path of ``tecomp tune`` (its checks and messages)
+        return cmds._measurer(args, opt)
+    from ..search.measure import LocalMeasurer
+    return LocalMeasurer(opt)
+
+
 def cmd_tune_model(args) -> int:
     from ..frontend import ModelError, from_onnx
     from ..frontend.tasks import model_tasks, task_names
@@ -107,7 +114,7 @@ def cmd_tune_model(args) -> int:
     progress = NetworkProgress(args.trials, names, sys.stdout, args.progress)
     try:
         progress.start()
-        with cmds._measurer(args, opt) as measurer:
+        with _measurer(args, opt) as measurer:
             out = tune_tasks(tasks, args.trials, log=log, weights=weights, options=opt,
                              cost_model_factory=lambda t: shared, measurer=measurer,
                              progress=progress, objective=args.objective)
