@@ -29,14 +29,13 @@ import argparse
 import os
 
 import numpy as np
+from search_sim import name_values  # a sibling script (benchmarks/ is on the path)
 
 import tecomp as tc
 from tecomp.search.cost_model import RandomModel
 from tecomp.search.xgb_model import XGBModel
 from tecomp.testing import workloads as W
 from tecomp.timing import time_callable
-
-from search_sim import name_values  # a sibling script (benchmarks/ is on the path)
 
 CASES = {
     "matmul": lambda: W.matmul(1024, 1024, 1024),

@@ -19,7 +19,8 @@ import time
 import numpy as np
 
 import tecomp as tc
-from tecomp.codegen import parallel as P, threadpool
+from tecomp.codegen import parallel as P
+from tecomp.codegen import threadpool
 from tecomp.codegen.llvm_cpu import compile_cpu
 from tecomp.ir import dtype as dt
 from tecomp.ir.expr import Const, Load, Var

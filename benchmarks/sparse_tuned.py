@@ -1,15 +1,16 @@
-"""Tune sparse kernels with their real index data and time them beside scipy.sparse, torch.sparse
-and the best numpy/scipy formulation, fp32, from one run.
+"""Tune sparse kernels with their real index data and time them beside scipy.sparse and
+torch.sparse (each at 1 and 2 threads; scipy has no threaded SpMM) with the protocol of
+``tecomp.bench``, fp32, from one run, on the matrix each was tuned on and on another random
+matrix of the same shape and nnz.
 
-    benchmarks/run.sh sparse_tuned.py [--trials 64] [--threads 2] [--logdir DIR] [--quick]
+    benchmarks/run.sh sparse_tuned.py [--trials 64] [--logdir DIR] [--quick]
 
 Tasks: CSR SpMM 1024x1024 at densities 0.1, 0.05, 0.01 times a 1024x512 dense matrix; BSR SpMM of
 the same size at 5% nonzero blocks for block sizes 1x1, 4x4, 16x16; SDDMM 1024x1024 at 5% with
 K = 128. Each task is tuned (``tc.tune``, ``--trials`` measurements, the default cost model) on
-its index data, the best record is built and checked against scipy, then every kernel is timed
-(median, the calls of each peer interleaved with tecomp's). Ratios are peer time / tecomp time
-(> 1: tecomp is faster). tecomp and torch use ``--threads`` threads, scipy.sparse is
-single-threaded (it has no threaded SpMM), numpy's BLAS is limited to ``--threads``.
+its index data; the best record is built, checked and timed. Ratios are best peer time / tecomp
+time (above 1: tecomp is faster). With ``--logdir tuning_logs/sparse --trials 0`` it re-times the
+shipped logs without tuning.
 """
 import argparse
 import os
@@ -17,12 +18,11 @@ import tempfile
 import time
 
 import numpy as np
-import scipy.sparse as sp
 
 import tecomp as tc
-from tecomp.codegen import parallel as P
+from tecomp.bench.peak import measure_peak
+from tecomp.bench.report import compare_workload, geomean, print_header
 from tecomp.testing import workloads as W
-from tecomp.timing import time_callable
 
 
 def tasks(quick: bool):
@@ -36,105 +36,60 @@ def tasks(quick: bool):
     return out
 
 
-def peers(wl, x):
-    """``{name: callable}``: scipy.sparse, torch.sparse and the best numpy/scipy formulation."""
-    import torch
-    out = {}
-    if wl.name == "csr_spmm":
-        data, indices, indptr, dense = x
-        m = sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, dense.shape[0]))
-        out["scipy"] = lambda: m @ dense
-        tm = torch.sparse_csr_tensor(torch.from_numpy(indptr.astype(np.int64)),
-                                     torch.from_numpy(indices.astype(np.int64)),
-                                     torch.from_numpy(data), size=m.shape)
-        td = torch.from_numpy(dense)
-        out["torch"] = lambda: torch.sparse.mm(tm, td)
-    elif wl.name == "bsr_spmm":
-        data, indices, indptr, dense = x
-        _, br, bc = data.shape
-        shape = ((len(indptr) - 1) * br, dense.shape[0])
-        m = sp.bsr_matrix((data, indices, indptr), shape=shape, blocksize=(br, bc))
-        out["scipy"] = lambda: m @ dense
-        mc = m.tocsr()
-        out["scipy csr"] = lambda: mc @ dense
-        td = torch.from_numpy(dense)
-        tm = torch.sparse_bsr_tensor(torch.from_numpy(indptr.astype(np.int64)),
-                                     torch.from_numpy(indices.astype(np.int64)),
-                                     torch.from_numpy(data), size=shape)
-        try:
-            tm @ td
-            out["torch bsr"] = lambda: tm @ td
-        except (RuntimeError, NotImplementedError):  # no BSR matmul on this build's CPU
-            pass
-        tcsr = torch.sparse_csr_tensor(torch.from_numpy(mc.indptr.astype(np.int64)),
-                                       torch.from_numpy(mc.indices.astype(np.int64)),
-                                       torch.from_numpy(mc.data), size=shape)
-        out["torch csr"] = lambda: torch.sparse.mm(tcsr, td)
-    else:
+def log_name(task_name: str) -> str:
+    """``csr_spmm d=0.1`` -> ``csr_spmm_d0.1.jsonl`` (the names in tuning_logs/sparse/)."""
+    return task_name.replace(" ", "_").replace("=", "") + ".jsonl"
+
+
+def other_matrix(wl, x, rng):
+    """The inputs with another random pattern of the same shapes and nnz (other row lengths)."""
+    if wl.name == "sddmm":
         a, b, indices, indptr = x
-        rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-        out["numpy gather-einsum"] = lambda: np.einsum("pk,pk->p", a[rows], b[indices])
-        out["numpy dense+sample"] = lambda: (a @ b.T)[rows, indices]
-        pat = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr),
-                            shape=(a.shape[0], b.shape[0]))
-        out["scipy multiply"] = lambda: pat.multiply(a @ b.T)
-        tp = torch.sparse_csr_tensor(torch.from_numpy(indptr.astype(np.int64)),
-                                     torch.from_numpy(indices.astype(np.int64)),
-                                     torch.from_numpy(np.zeros(len(indices), np.float32)),
-                                     size=pat.shape)
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        out["torch"] = lambda: torch.sparse.sampled_addmm(tp, ta, tb.T, beta=0.0)
-    return out
+        idx, ptr = W.random_pattern_like(rng, indptr, b.shape[0])
+        return [a, b, idx, ptr]
+    data, indices, indptr, dense = x
+    ncols = dense.shape[0] // (data.shape[2] if data.ndim == 3 else 1)
+    idx, ptr = W.random_pattern_like(rng, indptr, ncols)
+    return [data, idx, ptr, dense]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=64, help="measurements per task")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--trials", type=int, default=64, help="measurements per task (0: re-time)")
     ap.add_argument("--logdir", default=None,
                     help="keep the tuning logs here (default: a temp dir)")
     ap.add_argument("--quick", action="store_true", help="256-row matrices (a smoke run)")
+    ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
-    import torch
-    from threadpoolctl import threadpool_limits
-    torch.set_num_threads(args.threads)
-    P.set_num_threads(args.threads)
     logdir = args.logdir or tempfile.mkdtemp(prefix="sparse_tuned_")
     os.makedirs(logdir, exist_ok=True)
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, {args.threads} threads, "
-          f"{args.trials} trials per task, logs in {logdir}")
+    peak = measure_peak()
+    print_header(print, peak)
+    print(f"{args.trials} trials per task, logs in {logdir}")
     rows = []
-    t_all = time.perf_counter()
+    rng = np.random.default_rng(0)
     for name, wl in tasks(args.quick):
-        task = tc.SearchTask(wl.dag, "llvm", inputs=wl.index_data)
-        log = os.path.join(logdir, name.replace(" ", "_").replace("=", "") + ".jsonl")
+        log = os.path.join(logdir, log_name(name))
         t0 = time.perf_counter()
-        res = tc.tune(task, trials=args.trials, log=log,
-                      options=tc.TuningOptions(verbose=False))
+        trials = 0
+        if args.trials:
+            task = tc.SearchTask(wl.dag, "llvm", inputs=wl.index_data)
+            trials = tc.tune(task, trials=args.trials, log=log,
+                             options=tc.TuningOptions(verbose=False)).trials
         wall = time.perf_counter() - t0
         k = tc.build(wl.dag, "llvm", log=log)
         x = wl.make_inputs(np.random.default_rng(0))
-        ref = wl.reference(x)[0]
-        out = k(*x)
-        np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
-        times = {}
-        with threadpool_limits(args.threads):
-            cands = {"tecomp": lambda: k(*x, out=out), **peers(wl, x)}
-            for _ in range(2):  # interleaved rounds; best median of each
-                for pname, fn in cands.items():
-                    t = time_callable(fn, repeat=5, min_repeat_s=0.1)
-                    times[pname] = min(times.get(pname, float("inf")), t)
-        rows.append((name, res.trials, wall, times))
-        print(f"  {name}: {res.trials} trials in {wall:.0f} s, "
-              f"tecomp {times['tecomp'] * 1e3:.3f} ms, data {task.data_hash}", flush=True)
-    print(f"\nall tasks: {time.perf_counter() - t_all:.0f} s wall, load average now "
-          f"{os.getloadavg()[0]:.2f}")
-    print(f"\n{'task':<24} {'trials':>6} {'tune s':>7} {'tecomp ms':>10}  peers: ms (peer/tecomp)")
-    for name, trials, wall, times in rows:
-        t = times["tecomp"]
-        peer = "  ".join(f"{p} {v * 1e3:.3f} ({v / t:.2f}x)" for p, v in times.items()
-                         if p != "tecomp")
-        print(f"{name:<24} {trials:>6} {wall:>7.0f} {t * 1e3:>10.3f}  {peer}")
+        for which, xs in (("tuned matrix", x), ("other matrix", other_matrix(wl, x, rng))):
+            print(f"\n== {name} ({which}), record of {log}", flush=True)
+            res = compare_workload(wl, {"tuned": k}, xs, peak=peak, rounds=args.rounds)
+            rows.append((f"{name} ({which})", trials, wall, res))
+    print(f"\n{'task':<40} {'trials':>6} {'tune s':>7} {'tecomp ms':>10} {'best peer':<28} "
+          f"{'ms':>8} {'ratio':>6}")
+    for name, trials, wall, res in rows:
+        t, p = res.comparison.tecomp, res.comparison.peer
+        print(f"{name:<40} {trials:>6} {wall:>7.0f} {t.median * 1e3:>10.3f} {p.config.label:<28} "
+              f"{p.median * 1e3:8.3f} {res.ratio:6.2f}")
+    print(f"\ngeomean ratio {geomean([r.ratio for *_, r in rows]):.3f}")
 
 
 if __name__ == "__main__":

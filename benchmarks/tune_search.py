@@ -1,5 +1,7 @@
 """Tune matmul 1024^3 and the 64x56x56 3x3 conv2d (NCHW and NHWC) with tecomp's search, then
-time the best kernels beside numpy and torch, fp32, from one run.
+time the best kernels beside their strongest fair peers (numpy and torch for matmul; torch eager
+and frozen in both memory formats and ONNX Runtime for conv; each at 1 and 2 threads, with the
+interleaved protocol of ``tecomp.bench``), fp32, from one run.
 
     benchmarks/run.sh tune_search.py [--trials 512] [--model random|default] [--logdir DIR]
 
@@ -12,24 +14,12 @@ import os
 import numpy as np
 
 import tecomp as tc
+from tecomp.bench.peak import measure_peak
+from tecomp.bench.report import compare_workload, print_header
 from tecomp.search.cost_model import RandomModel
 from tecomp.testing import workloads as W
-from tecomp.timing import time_callable
 
 CHECKPOINTS = (64, 128, 256, 512, 1000, 1024)
-
-
-def peer(name, wl, x):
-    if name == "matmul":
-        a, b = x
-        return "numpy", lambda: a @ b
-    import torch
-    data, weight = (torch.from_numpy(v) for v in x)
-    if wl.params["layout"] == "NHWC":
-        data = data.permute(0, 3, 1, 2)
-        weight = weight.permute(3, 2, 0, 1).contiguous()
-    f = torch.nn.functional.conv2d
-    return "torch", lambda: f(data, weight, padding=1)
 
 
 def _history(log, task):
@@ -52,11 +42,7 @@ def main():
     ap.add_argument("--reuse", action="store_true",
                     help="do not tune: take the curve and the best kernel from the existing logs")
     args = ap.parse_args()
-    try:
-        import torch
-        torch.set_num_threads(os.cpu_count())
-    except ImportError:
-        pass
+    peak = measure_peak()
     cases = [("matmul", W.matmul(1024, 1024, 1024)),
              ("conv2d_nchw", W.conv2d(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, "NCHW", "direct")),
              ("conv2d_nhwc", W.conv2d(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, "NHWC", "direct"))]
@@ -80,18 +66,19 @@ def main():
                  if n <= args.trials}
         x = wl.make_inputs(np.random.default_rng(0))
         k = tc.build(wl.dag, log=log)
-        np.testing.assert_allclose(k(*x), wl.reference(x)[0], rtol=2e-3, atol=2e-3)
-        flops = wl.dag.flop_count()
-        t = time_callable(lambda: k(*x), repeat=7)
-        pname, pf = peer(name, wl, x)
-        tp = time_callable(pf, repeat=7)
+        print(f"\n== {name}, best of {log}", flush=True)
+        cmp = compare_workload(wl, {"tuned": k}, x, name=name, peak=peak)
+        t, p = cmp.comparison.tecomp, cmp.comparison.peer
         share = res.search_seconds / max(res.wall_seconds, 1e-9) if res else 0.0
-        rows.append((name, flops / t / 1e9, pname, flops / tp / 1e9, tp / t, curve, res, share))
+        rows.append((name, cmp.flops / t.median / 1e9, p.config.label, cmp.flops / p.median / 1e9,
+                     cmp.ratio, curve, res, share))
     print()
-    print(f"{'task':<12} {'tecomp':>8} {'peer':>14} {'ratio':>6}  curve (best GFLOP/s after N trials)")
+    print_header(print, peak)
+    print(f"{'task':<12} {'tecomp':>8} {'best peer':>34} {'GFLOP/s':>8} {'ratio':>6}  curve (best "
+          f"GFLOP/s after N trials)")
     for name, g, pname, gp, ratio, curve, res, share in rows:
         cs = "  ".join(f"{n}:{v:.0f}" for n, v in curve.items())
-        print(f"{name:<12} {g:8.1f} {pname:>6} {gp:7.1f} {ratio:6.3f}  {cs}")
+        print(f"{name:<12} {g:8.1f} {pname:>34} {gp:8.1f} {ratio:6.3f}  {cs}")
     for name, g, pname, gp, ratio, curve, res, share in rows:
         if res is None:
             continue

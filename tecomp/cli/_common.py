@@ -5,8 +5,6 @@ from __future__ import annotations
 import inspect
 import re
 
-import numpy as np
-
 
 class CliError(Exception):
     """An error the CLI reports as one line on stderr, exiting with ``code``."""
@@ -127,117 +125,34 @@ def _n_required(name: str) -> int:
 
 
 # ----------------------------------------------------------------------------- peers
-def peer(name: str, wl, inputs):
-    """``(label, fn)``: the library implementation tecomp is compared with, called as ``fn()`` on
-    ``inputs`` (conversions done beforehand, outside the timed call); it returns the output as
-    tecomp lays it out, so it can be checked too."""
-    p = wl.params
-    if name in ("matmul", "batch_matmul"):
-        a, b = inputs
-        if name == "matmul":
-            a = a.T if p.get("transpose_a") else a
-            b = b.T if p.get("transpose_b") else b
-            return "numpy", lambda: a @ b
-        a = np.swapaxes(a, 1, 2) if p.get("transpose_a") else a
-        b = np.swapaxes(b, 1, 2) if p.get("transpose_b") else b
-        return "numpy", lambda: np.matmul(a, b)
-    if name.startswith("conv2d"):
-        fn = _torch_conv2d(wl, inputs)
-        if fn is not None:
-            return "torch", fn
-        return "numpy", lambda: wl.reference(inputs)[0]
-    if name in ("csr_spmm", "bsr_spmm"):
-        try:
-            import scipy.sparse as sp
-        except ImportError:
-            return "numpy", lambda: wl.reference(inputs)[0]
-        data, indices, indptr, dense = inputs
-        if name == "csr_spmm":
-            m = sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, dense.shape[0]))
-        else:
-            bs_r, bs_c = data.shape[1:]
-            m = sp.bsr_matrix((data, indices, indptr),
-                              shape=((len(indptr) - 1) * bs_r, dense.shape[0]))
-        return "scipy", lambda: m @ dense
-    if name == "sddmm":
-        a, b, indices, indptr = inputs
-        rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-        cols = np.asarray(indices)
-        return "numpy", lambda: np.einsum("pk,pk->p", a[rows], b[cols])
-    return "numpy", lambda: wl.reference(inputs)[0]
-
-
-def _torch_conv2d(wl, inputs):
-    try:
-        import torch
-        import torch.nn.functional as F
-    except Exception:  # noqa: BLE001 - no (working) torch: the numpy reference instead
-        return None
-    p = wl.params
-    data, weight = inputs
-    pad = p["padding"]
-    pad = tuple(pad) if isinstance(pad, (tuple, list)) else (pad,)
-    if len(pad) == 4:  # (top, left, bottom, right)
-        if pad[0] != pad[2] or pad[1] != pad[3]:
-            return None  # asymmetric padding: torch's conv2d has none
-        pad = pad[:2]
-    pad = pad if len(pad) == 2 else pad * 2
-    if p["layout"] == "NCHW":
-        x, w = torch.from_numpy(data), torch.from_numpy(weight)
-        back = lambda y: y  # noqa: E731
-    else:  # NHWC data, HWIO weight: torch's channels-last memory format, no copy
-        x = torch.from_numpy(data).permute(0, 3, 1, 2)
-        w = torch.from_numpy(weight).permute(3, 2, 0, 1).contiguous()
-        back = lambda y: y.permute(0, 2, 3, 1)  # noqa: E731
-    kw = dict(stride=p["stride"], padding=pad, dilation=p["dilation"], groups=p["groups"])
-
-    def run():
-        with torch.no_grad():
-            return back(F.conv2d(x, w, **kw)).numpy()
-    return run
-
-
-def check(outs, refs):
-    """``(ok, max relative error)`` of outputs against references."""
-    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
-    ok, err = True, 0.0
-    for o, r in zip(outs, refs):
-        o, r = np.asarray(o), np.asarray(r)
-        if o.shape != r.shape:
-            return False, float("inf")
-        if o.size:
-            err = max(err, float(np.max(np.abs(o.astype(np.float64) - r) / (np.abs(r) + 1e-3))))
-        ok = ok and bool(np.allclose(o, r, rtol=1e-3, atol=1e-3))
-    return ok, err
-
-
 def flop_count(wl, inputs) -> float:
     return float(wl.dag.flop_count(inputs={t.name: a for t, a in zip(wl.dag.inputs, inputs)}))
 
 
 def compare(name: str, wl, kernel, inputs, repeat: int, label: str, out=print) -> int:
-    """Check ``kernel`` on ``inputs``, time it and the peer library in this process and print both
-    and their ratio; returns 0 when the result is correct, else 1."""
-    from ..timing import time_callable
-    # tecomp is timed before anything calls numpy/BLAS here: BLAS worker threads that spin after
-    # a call would take the cores from tecomp's parallel loops for a while
-    outs = kernel(*inputs)
-    flops = flop_count(wl, inputs)
-    t = time_callable(lambda: kernel(*inputs), repeat=repeat)
-    refs = wl.reference(inputs)
-    ok, err = check(outs, refs)
-    peer_label, fn = peer(name, wl, inputs)
-    peer_ok, _ = check(fn(), refs)
-    tp = time_callable(fn, repeat=repeat)
+    """Check ``kernel`` on ``inputs`` and time it beside the strongest fair peers of the workload
+    (each at 1 and all threads, interleaved rounds: :mod:`tecomp.bench`); prints the table and a
+    ``ratio`` line naming the best peer. Returns 0; a wrong tecomp result is a :class:`CliError`."""
+    from ..bench.peak import measure_peak
+    from ..bench.peers import skipped
+    from ..bench.report import check_output, compare_workload, print_header
+    ok, err = check_output(kernel(*inputs), wl.reference(inputs))
     out(f"check        {'ok' if ok else 'MISMATCH'} against the numpy/scipy reference "
         f"(max relative error {err:.2e})")
-    out(f"{'':12} {'ms':>10}  {'GFLOP/s':>8}")
-    out(f"{'tecomp':<12} {t * 1e3:10.4f}  {flops / t / 1e9:8.2f}  ({label})")
-    out(f"{peer_label:<12} {tp * 1e3:10.4f}  {flops / tp / 1e9:8.2f}"
-        + ("" if peer_ok else "  (its result differs from the reference)"))
-    out(f"ratio        {tp / t:.3f}x {peer_label} ({peer_label} time / tecomp time: above 1, "
-        f"tecomp is faster)")
     if not ok:
         raise CliError(f"tecomp's result does not match the reference (max relative error "
                        f"{err:.2e})")
+    peak = measure_peak()
+    print_header(out, peak)
+    res = compare_workload(wl, {label: kernel}, inputs, name=name, out=out, peak=peak,
+                           rounds=max(1, repeat))
+    for line in skipped():
+        out(f"skipped      {line}")
+    p = res.comparison.peer
+    if p is None:
+        out("ratio        none: no peer library is installed for this workload "
+            "(install torch, onnxruntime, scipy)")
+    else:
+        out(f"ratio        {res.ratio:.3f}x {p.config.system} (best peer time / best tecomp "
+            f"time: above 1, tecomp is faster)")
     return 0

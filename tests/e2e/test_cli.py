@@ -217,18 +217,19 @@ def test_bench_from_the_log(tuned):
 
 
 @pytest.mark.parametrize("args, peer", [
-    (["csr_spmm", "--shape", "16", "32", "8", "--param", "density=0.2"], "scipy"),
-    (["bsr_spmm", "--shape", "4", "4", "8", "2", "2"], "scipy"),
-    (["sddmm", "--shape", "16", "16", "8"], "numpy"),
+    (["csr_spmm", "--shape", "16", "32", "8", "--param", "density=0.2"],
+     ("scipy.sparse", "torch.sparse")),
+    (["bsr_spmm", "--shape", "4", "4", "8", "2", "2"], ("scipy.sparse", "torch.sparse")),
+    (["sddmm", "--shape", "16", "16", "8"], ("numpy", "torch.sparse")),
     (["conv2d_nhwc", "--shape", "1", "4", "6", "6", "4", "3", "3", "--param", "padding=1"],
-     ("torch", "numpy")),
+     ("torch", "onnxruntime")),
 ])
 def test_bench_default_schedule_beside_its_peer(tmp_path, args, peer):
     out = _ok(tecomp("bench", *args, "--repeat", 1, cwd=tmp_path))
     assert "check        ok" in out and "default schedule" in out
     ratio = [ln for ln in out.splitlines() if ln.startswith("ratio")][0]
-    assert ratio.split()[2] in ((peer,) if isinstance(peer, str) else peer)
-    assert "differs" not in out  # the peer computes the same thing
+    assert ratio.split()[2] in peer
+    assert "wrong output" not in out  # every peer computes the same thing
 
 
 # ----------------------------------------------------------------------------- plot

@@ -1,0 +1,96 @@
+"""A network's tuned layers beside the strongest fair peer of each, from one run.
+
+    benchmarks/run.sh network_vs_peers.py --network resnet50 --layout NHWC \\
+        --log direct=tuning_logs/resnet50_nhwc.jsonl [--log implicit_gemm=LOG2] [--rounds 5]
+
+For every distinct layer of the layer set (batch 1 unless ``--batch``), each ``--log METHOD=PATH``
+gives the best record of that layer built with that conv method; every method's kernel is a
+tecomp configuration (at 1 and 2 threads). Peers, each at 1 and 2 threads: torch eager in NCHW and
+channels_last with the weight in the same memory format, ``torch.jit.freeze``d ``nn.Conv2d`` in
+both formats (oneDNN packs the weight once), ONNX Runtime with every graph optimization; for the
+dense layer ``F.linear`` with its stored ``(out, in)`` weight, a frozen ``nn.Linear``, numpy and
+ORT's Gemm. All timed with the protocol of ``tecomp.bench`` (interleaved shuffled rounds, median
+of each round's fastest batch, spread printed). Prints per layer tecomp ms, the best peer and its
+ms, the ratio (best peer / tecomp: above 1, tecomp is faster), GFLOP/s and the share of the FMA
+peak; then the geometric mean of the ratios, the slowest layer and the count-weighted latency.
+"""
+import argparse
+import math
+
+import numpy as np
+
+import tecomp as tc
+from tecomp.bench.peak import measure_peak
+from tecomp.bench.peers import skipped
+from tecomp.bench.report import compare_workload, geomean, print_header
+from tecomp.testing.networks import layer_set
+
+
+def layer_name(wl) -> str:
+    p = wl.params
+    if "KH" not in p:
+        return f"dense {p['M']}x{p['K']} -> {p['N']}"
+    return (f"conv C{p['C']} H{p['H']} O{p['O']} k{p['KH']} s{p['stride']} p{p['padding']}"
+            + (f" g{p['groups']}" if p["groups"] != 1 else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--network", default="resnet50")
+    ap.add_argument("--layout", default="NHWC", choices=("NHWC", "NCHW"))
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--log", action="append", required=True, metavar="METHOD=PATH",
+                    help="a tuning log of the layer set built with conv method METHOD")
+    args = ap.parse_args()
+    logs = [tuple(s.split("=", 1)) for s in args.log]
+    sets = {m: layer_set(args.network, batch=args.batch, layout=args.layout, method=m)
+            for m, _ in logs}
+    base = layer_set(args.network, batch=args.batch, layout=args.layout)
+    peak = measure_peak()
+    print_header(print, peak)
+    rows = []
+    for i, (wl0, count) in enumerate(base):
+        x = wl0.make_inputs(np.random.default_rng(i))
+        kernels = {}
+        for method, path in logs:
+            try:
+                kernels[method] = tc.build(sets[method][i][0].dag, log=path)
+            except LookupError:
+                continue
+        if not kernels:
+            rows.append((wl0, count, None))
+            continue
+        print(f"\n== {layer_name(wl0)} (x{count})", flush=True)
+        res = compare_workload(wl0, kernels, x, name="dense" if "KH" not in wl0.params
+                               else "conv2d", peak=peak, rounds=args.rounds)
+        rows.append((wl0, count, res))
+    for line in skipped():
+        print(f"skipped: {line}")
+    print(f"\n{args.network} batch {args.batch} {args.layout}, fp32: tecomp (best of "
+          f"{', '.join(m for m, _ in logs)}, 1 or 2 threads) beside the best fair peer")
+    print(f"{'layer':<40} {'n':>2} {'tecomp ms':>10} {'best peer':<38} {'peer ms':>9} "
+          f"{'ratio':>6} {'GFLOP/s':>8} {'peak':>5}")
+    ratios, lat_t, lat_p = [], 0.0, 0.0
+    for wl, count, res in rows:
+        if res is None:
+            print(f"{layer_name(wl):<40} {count:>2} {'untuned':>10}")
+            continue
+        t, p = res.comparison.tecomp, res.comparison.peer
+        ratios.append((res.ratio, layer_name(wl)))
+        lat_t += count * t.median
+        lat_p += count * p.median
+        g = res.flops / t.median / 1e9
+        print(f"{layer_name(wl):<40} {count:>2} {t.median * 1e3:10.3f} {p.config.label:<38} "
+              f"{p.median * 1e3:9.3f} {res.ratio:6.2f} {g:8.1f} {g / peak:5.0%}")
+    if ratios:
+        slow = min(ratios)
+        print(f"\ngeometric mean ratio {geomean([r for r, _ in ratios]):.3f} over {len(ratios)} "
+              f"layers; slowest layer {slow[0]:.2f}x ({slow[1]}); count-weighted latency tecomp "
+              f"{lat_t * 1e3:.2f} ms, best peers {lat_p * 1e3:.2f} ms "
+              f"({lat_p / lat_t if lat_t else math.nan:.3f}x)")
+
+
+if __name__ == "__main__":
+    main()
