@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The test suite (default: everything not marked slow), on both cores.
+# The lint and size checks (scripts/lint.sh), then the test suite (default: everything not marked
+# slow), on both cores.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="$("$root/scripts/venv.sh" test)"
 cd "$root"
+bash scripts/lint.sh "$py"
 exec "$py" -m pytest -n 2 -q "$@"

@@ -13,8 +13,19 @@ import weakref
 import numpy as np
 
 from . import cuda_interop as _interop
-from .cuda_driver import (CudaError, CudaUnavailableError, Device, _call, _ensure, _stream,
-                          available, device, probe, require, synchronize)
+from .cuda_driver import (
+    CudaError,
+    CudaUnavailableError,
+    Device,
+    _call,
+    _ensure,
+    _stream,
+    available,
+    device,
+    probe,
+    require,
+    synchronize,
+)
 
 __all__ = ["CudaUnavailableError", "CudaError", "available", "require", "device", "Device",
            "Module", "Function", "DeviceArray", "as_device_array", "synchronize", "time_function",

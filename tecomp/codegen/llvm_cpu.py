@@ -16,8 +16,19 @@ import llvmlite.ir as ir
 from llvmlite.ir import values as ir_values
 
 from ..ir.expr import Const, Expr
-from ..ir.loop import (Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, stmts,
-                       verify)
+from ..ir.loop import (
+    Allocate,
+    Barrier,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+    stmts,
+    verify,
+)
 from .llvm_expr import I1, I8, I64, PTR, VOID, ExprEmitter, dispatch, ident, mem_type, reg_type
 from .llvm_jit import LOCK, assembly, ensure_init, host_cpu, jit, triple_and_layout
 from .llvm_vector import emit_vector_loop

@@ -15,8 +15,9 @@ import re
 import llvmlite.ir as ir
 
 from ..ir import dtype as dt
-from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Select, UnOp, UnOpKind, Var, walk)
+from ..ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, UnOp, UnOpKind, Var
 from ..ir.loop import Buffer, PrimFunc
+from ..ir.traverse import walk
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()

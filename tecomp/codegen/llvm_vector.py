@@ -17,8 +17,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..ir import dtype as dt
-from ..ir.expr import Const, Expr, Load, Var, walk
+from ..ir.expr import Const, Expr, Load, Var
 from ..ir.loop import For, ForKind, IfThenElse, Seq, Stmt, Store
+from ..ir.traverse import walk
 from .llvm_expr import I1, I8, I32, PTR, ExprEmitter, dispatch, ident, mem_type, reg_type
 from .vector_plan import access_form, register_bits, vector_plan
 
@@ -230,7 +231,8 @@ class VectorEmitter(ExprEmitter):
     def lane_address(self, buf, indices) -> ir.Value:
         """``<n x ptr>`` to ``buf[indices]`` per lane (ExprEmitter.address on vector indices)."""
         gep = super().address(buf, indices)
-        gep.type = ir.VectorType(PTR, self.n)  # llvmlite types a GEP by its base; a vector index vectorizes it
+        # llvmlite types a GEP by its base; a vector index vectorizes it
+        gep.type = ir.VectorType(PTR, self.n)
         return gep
 
     def select(self, e) -> ir.Value:

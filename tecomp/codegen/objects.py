@@ -20,8 +20,8 @@ import llvmlite.binding as llvm
 
 from ..ir.loop import PrimFunc
 from .llvm_cpu import CompiledCPU, _emit
-from .llvm_jit import LOCK, compile_object as _compile_ir, ensure_init, host_cpu, load_object
-from .llvm_jit import triple_and_layout
+from .llvm_jit import LOCK, ensure_init, host_cpu, load_object, triple_and_layout
+from .llvm_jit import compile_object as _compile_ir
 from .threadpool import DYNAMIC_ENTRY, ENTRY
 
 __all__ = ["KernelObject", "compile_object", "LoadedCPU", "load_kernel", "host_info",

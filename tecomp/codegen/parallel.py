@@ -30,9 +30,19 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..ir.expr import Expr, Load, Var, walk
-from ..ir.loop import (PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, Allocate, For, ForKind,
-                       IfThenElse, ParallelSchedule, Store, stmts)
+from ..ir.expr import Expr, Load, Var
+from ..ir.loop import (
+    PRAGMA_PARALLEL_CHUNK,
+    PRAGMA_PARALLEL_SCHEDULE,
+    Allocate,
+    For,
+    ForKind,
+    IfThenElse,
+    ParallelSchedule,
+    Store,
+    stmts,
+)
+from ..ir.traverse import walk
 from .llvm_expr import I32, I64, PTR, VOID, ident, reg_type
 from .threadpool import DYNAMIC_ENTRY, ENTRY, MAX_THREADS, default_num_threads, loaded, runtime
 

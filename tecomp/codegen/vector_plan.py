@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ..ir import dtype as dt
 from ..ir.arith import to_linear
-from ..ir.expr import BinOpKind, Const, Expr, Load, Var, binary, cast, walk
+from ..ir.expr import BinOpKind, Const, Expr, Load, Var, binary, cast
 from ..ir.loop import For, ForKind, IfThenElse, Seq, Stmt, Store
+from ..ir.traverse import walk
 from .llvm_jit import host_cpu
 
 __all__ = ["register_bits", "access_form", "vector_plan"]

@@ -3,8 +3,26 @@ from . import dtype
 from .dag import ComputeDAG, Stage
 from .dtype import DType
 from .expr import Expr, IterVar, Var, const
-from .tensor import (Tensor, abs, cast, compute, compute_csr, exp, if_then_else, log, max, maximum,
-                     min, minimum, placeholder, reduce_axis, sigmoid, sqrt, sum, tanh)
+from .tensor import (
+    Tensor,
+    abs,
+    cast,
+    compute,
+    compute_csr,
+    exp,
+    if_then_else,
+    log,
+    max,
+    maximum,
+    min,
+    minimum,
+    placeholder,
+    reduce_axis,
+    sigmoid,
+    sqrt,
+    sum,
+    tanh,
+)
 
 __all__ = ["dtype", "ComputeDAG", "Stage", "DType", "Expr", "IterVar", "Var", "const", "Tensor",
            "abs", "cast", "compute", "compute_csr", "exp", "if_then_else", "log", "max", "maximum",

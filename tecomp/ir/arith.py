@@ -8,9 +8,9 @@ indices that vectorize.
 from __future__ import annotations
 
 from .dtype import INDEX
-from .expr import (BinOp, BinOpKind, Cast, Const, Expr, UnOp, UnOpKind, Var, binary, simplify,
-                   structural_key)
+from .expr import BinOp, BinOpKind, Cast, Const, Expr, UnOp, UnOpKind, Var, binary
 from .interval import interval
+from .traverse import simplify, structural_key
 
 __all__ = ["Linear", "to_linear", "from_linear", "simplify_index", "bound"]
 
@@ -208,7 +208,7 @@ def bound(e: Expr, inner: dict, ranges: dict | None = None):
 
 
 def _vars(e: Expr):
-    from .expr import free_vars
+    from .traverse import free_vars
     return free_vars(e)
 
 

@@ -7,9 +7,9 @@ import json
 import numpy as np
 
 from .evaluate import eval_np
-from .expr import (BinOp, Expr, IterVar, Reduce, Select, TensorRead, UnOp, Var, structural_key,
-                   walk)
+from .expr import BinOp, Expr, IterVar, Reduce, Select, TensorRead, UnOp, Var
 from .tensor import CSRCheck, PlaceholderOp, Tensor
+from .traverse import structural_key, walk
 
 __all__ = ["ComputeDAG", "Stage"]
 

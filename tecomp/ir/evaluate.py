@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Select, TensorRead, UnOp, UnOpKind, Var)
+from .expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, TensorRead, UnOp, UnOpKind, Var
 
 _BIN = {
     BinOpKind.ADD: np.add, BinOpKind.SUB: np.subtract, BinOpKind.MUL: np.multiply,

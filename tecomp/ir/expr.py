@@ -5,94 +5,23 @@ Expressions are immutable trees. Python operators build them (``a + b``, ``a == 
 :func:`structural_key`. ``bool(expr)`` raises, which catches accidental ``if expr:``.
 
 After construction every binary node has operands of one type: :func:`binary` inserts the casts that
-promotion (see :mod:`tecomp.ir.dtype`) asks for, so the emitters never promote.
+promotion (see :mod:`tecomp.ir.dtype`) asks for, so the emitters never promote. Walking and rewriting
+trees is :mod:`tecomp.ir.traverse`; the operator kinds are :mod:`tecomp.ir.opkind`.
 """
 from __future__ import annotations
 
-import enum
 import math
-from typing import Callable, Iterator
 
 import numpy as np
 
 from . import dtype as dt
 from .dtype import DType
+from .opkind import BinOpKind, IterKind, ReduceKind, UnOpKind
 
+# the operator kinds live in opkind.py (no dependency on the nodes) and are re-exported here
 __all__ = ["Expr", "Const", "Var", "IterVar", "IterKind", "BinOp", "BinOpKind", "UnOp", "UnOpKind",
            "Cast", "Select", "TensorRead", "Reduce", "ReduceKind", "Load", "const", "as_expr",
-           "binary", "unary", "cast", "select", "walk", "transform", "substitute", "free_vars",
-           "simplify", "structural_key", "is_const"]
-
-
-class BinOpKind(enum.Enum):
-    ADD = "+"
-    SUB = "-"
-    MUL = "*"
-    DIV = "/"
-    FLOORDIV = "//"
-    MOD = "%"
-    MIN = "min"
-    MAX = "max"
-    LT = "<"
-    LE = "<="
-    GT = ">"
-    GE = ">="
-    EQ = "=="
-    NE = "!="
-    AND = "&&"
-    OR = "||"
-
-    @property
-    def is_compare(self) -> bool:
-        return self in _COMPARE
-
-    @property
-    def is_logical(self) -> bool:
-        return self in (BinOpKind.AND, BinOpKind.OR)
-
-
-_COMPARE = {BinOpKind.LT, BinOpKind.LE, BinOpKind.GT, BinOpKind.GE, BinOpKind.EQ, BinOpKind.NE}
-
-
-class UnOpKind(enum.Enum):
-    NEG = "-"
-    NOT = "!"
-    EXP = "exp"
-    LOG = "log"
-    SQRT = "sqrt"
-    TANH = "tanh"
-    SIGMOID = "sigmoid"
-    ABS = "abs"
-
-    @property
-    def is_math(self) -> bool:
-        return self in (UnOpKind.EXP, UnOpKind.LOG, UnOpKind.SQRT, UnOpKind.TANH, UnOpKind.SIGMOID)
-
-
-class ReduceKind(enum.Enum):
-    SUM = "sum"
-    MAX = "max"
-    MIN = "min"
-
-    def identity(self, t: DType):
-        if self is ReduceKind.SUM:
-            return False if t.is_bool else (0.0 if t.is_float else 0)
-        if t.is_float:
-            return -math.inf if self is ReduceKind.MAX else math.inf
-        if t.is_bool:
-            return self is ReduceKind.MIN
-        info = np.iinfo(t.np)
-        return int(info.min) if self is ReduceKind.MAX else int(info.max)
-
-    @property
-    def combiner(self) -> BinOpKind:
-        return {ReduceKind.SUM: BinOpKind.ADD, ReduceKind.MAX: BinOpKind.MAX,
-                ReduceKind.MIN: BinOpKind.MIN}[self]
-
-
-class IterKind(enum.Enum):
-    SPATIAL = "spatial"
-    REDUCE = "reduce"
+           "binary", "unary", "cast", "select", "is_const"]
 
 
 class Expr:
@@ -202,6 +131,7 @@ class IterVar(Var):
 
     @property
     def extent(self) -> Expr:
+        from .traverse import simplify  # traverse imports the nodes
         return simplify(self.end - self.begin)
 
     @property
@@ -464,75 +394,3 @@ def _fold(e: Expr) -> Expr:
 
 def is_const(e, value=None) -> bool:
     return isinstance(e, Const) and (value is None or e.value == value)
-
-
-# ----------------------------------------------------------------------------- traversal
-
-def walk(e: Expr) -> Iterator[Expr]:
-    """Pre-order over ``e`` and its sub-expressions (a reduce's axes' bounds are not visited)."""
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        yield x
-        stack.extend(reversed(x.children()))
-
-
-def transform(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
-    """Rebuild ``e`` bottom-up; ``fn(node)`` returns a replacement or None to keep the node."""
-    r = fn(e)
-    if r is not None:
-        return r
-    ch = e.children()
-    if not ch:
-        return e
-    new = tuple(transform(c, fn) for c in ch)
-    if all(n is c for n, c in zip(new, ch)):
-        return e
-    return e.with_children(new)
-
-
-def substitute(e: Expr, mapping: dict) -> Expr:
-    """Replace variables (keys, compared by identity) with expressions."""
-    if not mapping:
-        return e
-    return transform(e, lambda x: mapping.get(x) if isinstance(x, Var) else None)
-
-
-def free_vars(e: Expr) -> list:
-    """Variables used in ``e``, in order of first appearance, without duplicates."""
-    seen, out = set(), []
-    for x in walk(e):
-        if isinstance(x, Var) and id(x) not in seen:
-            seen.add(id(x))
-            out.append(x)
-    return out
-
-
-def simplify(e: Expr) -> Expr:
-    """Constant-fold ``e`` bottom-up (construction already folds; this re-folds after substitution)."""
-    return transform(e, lambda x: None)
-
-
-def structural_key(e: Expr, names: Callable[[object], object]) -> tuple:
-    """A hashable structural description of ``e``; ``names`` maps a Var/tensor/buffer to its identity
-    in the key (e.g. its position), so that user-chosen names do not enter the key."""
-    if isinstance(e, Const):
-        return ("c", e.dtype.name, e.value)
-    if isinstance(e, Var):
-        return ("v", names(e))
-    if isinstance(e, BinOp):
-        return ("b", e.op.name, structural_key(e.a, names), structural_key(e.b, names))
-    if isinstance(e, UnOp):
-        return ("u", e.op.name, structural_key(e.a, names))
-    if isinstance(e, Cast):
-        return ("cast", e.dtype.name, structural_key(e.a, names))
-    if isinstance(e, Select):
-        return ("sel",) + tuple(structural_key(c, names) for c in e.children())
-    if isinstance(e, (TensorRead, Load)):
-        target = e.tensor if isinstance(e, TensorRead) else e.buffer
-        return ("rd", names(target)) + tuple(structural_key(c, names) for c in e.indices)
-    if isinstance(e, Reduce):
-        axes = tuple((names(a), structural_key(a.begin, names), structural_key(a.end, names))
-                     for a in e.axes)
-        return ("red", e.kind.name, axes, structural_key(e.source, names))
-    raise TypeError(f"unknown expression node {type(e).__name__}")

@@ -10,7 +10,8 @@ import enum
 from typing import Iterator
 
 from .dtype import DType
-from .expr import Expr, Load, Var, free_vars, walk
+from .expr import Expr, Load, Var
+from .traverse import free_vars, walk
 
 __all__ = ["ForKind", "ParallelSchedule", "PRAGMA_PARALLEL_SCHEDULE", "PRAGMA_PARALLEL_CHUNK",
            "ThreadAxis", "Scope", "Buffer", "Stmt", "For", "Store", "Allocate", "Seq",

@@ -1,9 +1,8 @@
 """Text forms: expressions and loop IR printed like C."""
 from __future__ import annotations
 
-from .expr import (BinOp, Cast, Const, Expr, Load, Reduce, Select, TensorRead, UnOp, UnOpKind, Var)
+from .expr import BinOp, Cast, Const, Expr, Load, Reduce, Select, TensorRead, UnOp, UnOpKind, Var
 from .loop import Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
-
 
 _NAMES: dict = {}  # display names of loop variables while a function prints (id -> name)
 

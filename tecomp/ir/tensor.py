@@ -6,9 +6,25 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from . import dtype as dt
-from .expr import (BinOpKind, Const, Expr, IterKind, IterVar, Reduce, ReduceKind, Select, TensorRead,
-                   UnOpKind, as_expr, binary, cast as _cast, free_vars, select, unary, walk)
+from .expr import (
+    BinOpKind,
+    Const,
+    Expr,
+    IterKind,
+    IterVar,
+    Reduce,
+    ReduceKind,
+    Select,
+    TensorRead,
+    UnOpKind,
+    as_expr,
+    binary,
+    select,
+    unary,
+)
+from .expr import cast as _cast
 from .interval import interval
+from .traverse import free_vars, walk
 
 __all__ = ["Tensor", "PlaceholderOp", "ComputeOp", "CSRCheck", "placeholder", "compute",
            "compute_csr", "reduce_axis", "sum", "max", "min", "maximum", "minimum", "exp", "log",

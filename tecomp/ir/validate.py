@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from .dag import ComputeDAG
-from .expr import Expr, TensorRead, walk
+from .expr import Expr, TensorRead
 from .interval import interval
 from .tensor import CSRCheck
+from .traverse import walk
 
 __all__ = ["IndexValidator"]
 

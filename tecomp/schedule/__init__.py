@@ -3,8 +3,7 @@ from ..ir.dag import ComputeDAG
 from . import compute_steps as _compute_steps  # registers the compute-location and cache steps
 from . import rfactor as _rfactor  # registers rfactor
 from .lower import lower_default, lower_state
-from .records import (ErrorKind, MeasureResult, Record, append_records, best_record,
-                      load_records)
+from .records import ErrorKind, MeasureResult, Record, append_records, best_record, load_records
 from .schedule import IterHandle, Schedule, StageHandle
 from .state import Annotation, ComputeLocation, ScheduleError, State
 from .steps import STEP_KINDS, Step, step_from_record

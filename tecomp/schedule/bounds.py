@@ -9,9 +9,9 @@ its loops have fixed trip counts.
 from __future__ import annotations
 
 from ..ir.arith import bound, simplify_index
-from ..ir.expr import (BinOpKind, Const, TensorRead, binary, free_vars, structural_key, substitute,
-                       walk)
+from ..ir.expr import BinOpKind, Const, TensorRead, binary
 from ..ir.interval import interval
+from ..ir.traverse import free_vars, structural_key, substitute, walk
 from .inline import expand_inline, stage_exprs
 from .state import ComputeLocation, ScheduleError, State
 

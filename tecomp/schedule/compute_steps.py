@@ -5,11 +5,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..ir import dtype as dt
-from ..ir.expr import Const, IterKind, IterVar, Reduce, TensorRead, select, transform
+from ..ir.expr import Const, IterKind, IterVar, Reduce, TensorRead, select
 from ..ir.tensor import ComputeOp, Tensor
+from ..ir.traverse import transform
 from .inline import effective_readers
 from .state import ComputeLocation, ScheduleError, StageState, State
-from .steps import Step, _register, _sname, _iname, _stage, _iter
+from .steps import Step, _iname, _iter, _register, _sname, _stage
 
 __all__ = ["ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheWriteStep",
            "CacheReadStep", "StorageAlignStep", "SCOPES", "aligned_strides"]

@@ -25,9 +25,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import dtype as dt
-from ..ir.expr import BinOpKind, Const, Load, Var, binary, substitute, walk
-from ..ir.loop import (Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Scope, Seq, Stmt,
-                       Store, ThreadAxis, buffer_accesses, seq, stmt_exprs, stmts)
+from ..ir.expr import BinOpKind, Const, Load, Var, binary
+from ..ir.loop import (
+    Allocate,
+    Barrier,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    Scope,
+    Seq,
+    Stmt,
+    Store,
+    ThreadAxis,
+    buffer_accesses,
+    seq,
+    stmt_exprs,
+    stmts,
+)
+from ..ir.traverse import substitute, walk
 from .state import ScheduleError
 
 __all__ = ["GPUScheduleError", "GPULimits", "LaunchInfo", "GPUProgramInfo", "prepare_gpu_program",

@@ -1,7 +1,8 @@
 """Inlining: reads of inlined stages are replaced by their expressions (recursively)."""
 from __future__ import annotations
 
-from ..ir.expr import Expr, TensorRead, substitute, transform, walk
+from ..ir.expr import Expr, TensorRead
+from ..ir.traverse import substitute, transform, walk
 from .state import ComputeLocation, State
 
 __all__ = ["expand_inline", "effective_readers", "stage_exprs"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 from ..ir import dtype as dt
 from ..ir.arith import simplify_index
 from ..ir.dag import ComputeDAG
-from ..ir.expr import (BinOpKind, Const, IterKind, Load, Reduce, TensorRead, Var, binary, free_vars,
-                       substitute, transform)
+from ..ir.expr import BinOpKind, Const, IterKind, Load, Reduce, TensorRead, Var, binary
 from ..ir.loop import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope, Store, seq
+from ..ir.traverse import free_vars, substitute, transform
 from .bounds import loop_ranges
 from .compute_steps import aligned_strides
 from .state import Annotation, ComputeLocation, State

@@ -5,8 +5,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..ir import dtype as dt
-from ..ir.expr import Const, IterKind, IterVar, Reduce, free_vars, select, substitute
+from ..ir.expr import Const, IterKind, IterVar, Reduce, select
 from ..ir.tensor import ComputeOp, Tensor
+from ..ir.traverse import free_vars, substitute
 from .compute_steps import _insert_stage
 from .state import ComputeLocation, ScheduleError, StageState
 from .steps import Step, _iname, _iter, _register, _sname, _stage

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from ..ir.dag import ComputeDAG
 from ..ir.tensor import Tensor
-from .compute_steps import (CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
-                            ComputeRootStep)
+from .compute_steps import (
+    CacheReadStep,
+    CacheWriteStep,
+    ComputeAtStep,
+    ComputeInlineStep,
+    ComputeRootStep,
+)
 from .state import Annotation, ScheduleError, State
 from .steps import AnnotationStep, FuseStep, PragmaStep, ReorderStep, SplitStep, step_from_record
 

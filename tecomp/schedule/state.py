@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from ..ir import dtype as dt
 from ..ir.dag import ComputeDAG
-from ..ir.expr import BinOpKind, Const, Expr, IterKind, Var, binary, substitute
+from ..ir.expr import BinOpKind, Const, Expr, IterKind, Var, binary
 from ..ir.loop import ThreadAxis
 from ..ir.tensor import PlaceholderOp
+from ..ir.traverse import substitute
 
 __all__ = ["Annotation", "ComputeLocation", "Iter", "LoopNest", "StageState", "State",
            "ScheduleError"]

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..ir import dtype as dt
-from ..ir.expr import BinOpKind, Const, IterKind, Var, binary, substitute
+from ..ir.expr import BinOpKind, Const, IterKind, Var, binary
 from ..ir.loop import PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, ParallelSchedule
+from ..ir.traverse import substitute
 from .state import Annotation, ComputeLocation, Iter, LoopNest, ScheduleError, State
 
 __all__ = ["Step", "SplitStep", "FuseStep", "ReorderStep", "AnnotationStep", "PragmaStep",
@@ -127,7 +128,7 @@ def _check_order(stage, nest: LoopNest) -> None:
     for it in nest.iters:
         if it.const_extent is None:
             ext = substitute(it.extent, nest.root_values)
-            from ..ir.expr import free_vars
+            from ..ir.traverse import free_vars
             for v in free_vars(ext):
                 if v in own and v not in bound:
                     raise ScheduleError(f"stage '{stage.name}': loop '{it.name}' has a data-dependent "

@@ -2,7 +2,8 @@
 steps may have rewritten), after Ansor's access analysis."""
 from __future__ import annotations
 
-from ..ir.expr import BinOp, BinOpKind, Const, Reduce, Select, TensorRead, UnOp, Var, walk
+from ..ir.expr import BinOp, BinOpKind, Const, Reduce, Select, TensorRead, UnOp, Var
+from ..ir.traverse import walk
 from ..schedule.inline import effective_readers
 from ..schedule.state import State
 

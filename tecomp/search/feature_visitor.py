@@ -9,13 +9,28 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..ir.evaluate import eval_np
-from ..ir.expr import BinOp, BinOpKind, Cast, Const, Load, UnOpKind, Var, unary, walk
+from ..ir.expr import BinOp, BinOpKind, Cast, Const, Load, UnOpKind, Var, unary
 from ..ir.loop import Allocate, For, ForKind, IfThenElse, Scope, Seq, Store
-from .feature_layout import (AI_SAMPLES, ANN_SLOT, BIN_SLOT, FEATURE_LEN, MAX_BUFS, NBUF, O_AI,
-                             O_ALLOC, O_ANN, O_BUF, O_EXTRA, O_GPU, O_GPU2, O_OUT, THREAD_SLOT,
-                             op_slot)
-
+from ..ir.traverse import walk
 from .feature_gpu import gpu_figures
+from .feature_layout import (
+    AI_SAMPLES,
+    ANN_SLOT,
+    BIN_SLOT,
+    FEATURE_LEN,
+    MAX_BUFS,
+    NBUF,
+    O_AI,
+    O_ALLOC,
+    O_ANN,
+    O_BUF,
+    O_EXTRA,
+    O_GPU,
+    O_GPU2,
+    O_OUT,
+    THREAD_SLOT,
+    op_slot,
+)
 
 if TYPE_CHECKING:
     from .features import TaskInfo

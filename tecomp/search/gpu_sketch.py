@@ -18,15 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import IterKind, TensorRead, walk
-from ..schedule.compute_steps import (CacheReadStep, CacheWriteStep, ComputeAtStep,
-                                      ComputeInlineStep)
+from ..ir.expr import IterKind, TensorRead
+from ..ir.traverse import walk
+from ..schedule.compute_steps import CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep
 from ..schedule.rfactor import RfactorStep
 from ..schedule.state import Annotation, ComputeLocation
 from ..schedule.steps import AnnotationStep, FuseStep, ReorderStep, SplitStep
 from . import analysis as an
-from .sketch import (RuleResult, SketchRule, SkipStage, TileHole, follow_tiling,
-                     multi_level_tile)
+from .sketch import RuleResult, SketchRule, SkipStage, TileHole, follow_tiling, multi_level_tile
 
 __all__ = ["GPU_RULES", "TILING_GPU", "GPUTileHole", "CoopHole", "WARP"]
 
@@ -281,7 +280,8 @@ def _bind_flat(p, sid, n_sp):
 def _row_axes(state, sid):
     """(row axes: the spatial axes the data-dependent extents depend on, the block factor ``c``
     when they do through ``axis // c`` (BSR block rows), column axes)."""
-    from ..ir.expr import BinOp, BinOpKind, Const, Var, free_vars
+    from ..ir.expr import BinOp, BinOpKind, Const, Var
+    from ..ir.traverse import free_vars
     s = state.stages[sid]
     dyn = [a for a in s.root_axes if a.const_extent is None]
     used = {id(v) for a in dyn for e in (a.begin, a.end) for v in free_vars(e)}

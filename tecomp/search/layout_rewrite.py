@@ -11,7 +11,8 @@ only on the weight: ``tc.build(..., constants={...})`` runs it once at build tim
 """
 from __future__ import annotations
 
-from ..ir.expr import TensorRead, Var, walk
+from ..ir.expr import TensorRead, Var
+from ..ir.traverse import walk
 from ..schedule.compute_steps import CacheReadStep
 from ..schedule.state import ComputeLocation
 from . import analysis as an

@@ -19,7 +19,8 @@ data's row lengths, so a tuned schedule is valid for any index data of the same 
 """
 from __future__ import annotations
 
-from ..ir.expr import BinOp, BinOpKind, Const, IterKind, Var, walk
+from ..ir.expr import BinOp, BinOpKind, Const, IterKind, Var
+from ..ir.traverse import walk
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep
 from ..schedule.rfactor import RfactorStep
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError

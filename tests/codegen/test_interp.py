@@ -10,10 +10,22 @@ from tecomp.codegen import interp
 from tecomp.codegen.interp import InterpError, run
 from tecomp.ir import dtype as dt
 from tecomp.ir.evaluate import eval_np
-from tecomp.ir.expr import (BinOpKind, Const, Load, UnOpKind, Var, binary, cast, select, substitute,
-                            unary)
-from tecomp.ir.loop import (Allocate, Barrier, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope,
-                            Store, ThreadAxis, seq, verify)
+from tecomp.ir.expr import BinOpKind, Const, Load, UnOpKind, Var, binary, cast, select, unary
+from tecomp.ir.loop import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    Scope,
+    Store,
+    ThreadAxis,
+    seq,
+    verify,
+)
+from tecomp.ir.traverse import substitute
 
 F32, I32, I64 = dt.float32, dt.int32, dt.INDEX
 

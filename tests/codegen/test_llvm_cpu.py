@@ -8,8 +8,19 @@ from tecomp.codegen.llvm_cpu import CompiledCPU, compile_cpu, emit_module, host_
 from tecomp.ir import dtype as dt
 from tecomp.ir.evaluate import eval_np
 from tecomp.ir.expr import BinOpKind, Const, Load, UnOpKind, Var, binary, cast, select, unary
-from tecomp.ir.loop import (Allocate, Barrier, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope,
-                            Store, ThreadAxis, seq)
+from tecomp.ir.loop import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    Scope,
+    Store,
+    ThreadAxis,
+    seq,
+)
 
 RNG = np.random.default_rng(1234)
 N = 203  # odd, so vectorized loops run a remainder

@@ -10,8 +10,16 @@ from tecomp.codegen import parallel as P
 from tecomp.codegen.llvm_cpu import compile_cpu
 from tecomp.ir import dtype as dt
 from tecomp.ir.expr import Const, Load, Var
-from tecomp.ir.loop import (PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, Buffer, For, ForKind,
-                            ParallelSchedule, PrimFunc, Store)
+from tecomp.ir.loop import (
+    PRAGMA_PARALLEL_CHUNK,
+    PRAGMA_PARALLEL_SCHEDULE,
+    Buffer,
+    For,
+    ForKind,
+    ParallelSchedule,
+    PrimFunc,
+    Store,
+)
 from tecomp.testing import workloads as W
 
 RNG = np.random.default_rng(11)

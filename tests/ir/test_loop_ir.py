@@ -4,8 +4,21 @@ import pytest
 import tecomp.ir as tc
 from tecomp.ir import dtype as dt
 from tecomp.ir.expr import Const, Load, Var
-from tecomp.ir.loop import (Allocate, Barrier, Buffer, For, ForKind, IfThenElse, LoopIRError,
-                            PrimFunc, Scope, Store, ThreadAxis, seq, verify)
+from tecomp.ir.loop import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    ForKind,
+    IfThenElse,
+    LoopIRError,
+    PrimFunc,
+    Scope,
+    Store,
+    ThreadAxis,
+    seq,
+    verify,
+)
 from tecomp.schedule import lower
 
 

@@ -14,8 +14,16 @@ import numpy as np
 import pytest
 
 import tecomp as tc
-from tecomp.schedule import (STEP_KINDS, ErrorKind, MeasureResult, Record, Schedule, append_records,
-                             best_record, load_records)
+from tecomp.schedule import (
+    STEP_KINDS,
+    ErrorKind,
+    MeasureResult,
+    Record,
+    Schedule,
+    append_records,
+    best_record,
+    load_records,
+)
 from tecomp.schedule.records import RECORD_VERSION, measured_keys
 from tecomp.testing import workloads as W
 from tecomp.testing.step_schedules import EVERY_STEP_KIND

@@ -14,9 +14,10 @@ import numpy as np
 
 from ...ir import dtype as dt
 from ...ir.evaluate import _BIN, _UN
-from ...ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, UnOp, UnOpKind, Var, walk
+from ...ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, UnOp, UnOpKind, Var
 from ...ir.interval import interval
 from ...ir.loop import Buffer, PrimFunc
+from ...ir.traverse import walk
 from .errors import InterpError
 from .runtime import RUNTIME
 

@@ -21,9 +21,9 @@ import numpy as np
 
 from ...ir import dtype as dt
 from ...ir.evaluate import _BIN
-from ...ir.expr import (BinOp, BinOpKind, Const, Expr, Load, UnOp, UnOpKind, Var, structural_key,
-                        walk)
+from ...ir.expr import BinOp, BinOpKind, Const, Expr, Load, UnOp, UnOpKind, Var
 from ...ir.loop import For, ForKind, IfThenElse, Stmt, Store
+from ...ir.traverse import structural_key, walk
 from .exprs import py_tuple
 
 # Reductions folded with ufunc.accumulate -> whether the op is commutative (the accumulator may be
