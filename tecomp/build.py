@@ -203,12 +203,23 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
     bound = None
     if target.kind is TargetKind.CUDA:
         func, compiled = _build_cuda(dag, schedule, target)
+    elif constants:
+        # the code does not depend on the constants' values, only on which inputs they are:
+        # layers of one shape with different weights (a network's repeated blocks) share it
+        code_key = key[:4] + (tuple(n for n, t in enumerate(dag.inputs) if t.name in constants),)
+        with _CACHE_LOCK:
+            split = _CACHE.get(code_key) if cache else None
+        if split is None:
+            split = _split_constants(dag, lower(dag if schedule is None else schedule),
+                                     constants)
+            if cache:
+                with _CACHE_LOCK:
+                    _CACHE[code_key] = split
+        func, compiled, bound = split[0], split[1], _bind_constants(dag, split, constants)
     else:
         from .codegen.llvm_cpu import compile_cpu
         func = lower(dag if schedule is None else schedule)
         verify(func)
-        if constants:
-            func, bound = _fold_constants(dag, func, constants)
         compiled = compile_cpu(func)
     if cache:
         with _CACHE_LOCK:
@@ -237,24 +248,38 @@ def _constants_key(constants) -> str:
     return h.hexdigest()
 
 
-def _fold_constants(dag: ComputeDAG, func: PrimFunc, constants: dict) -> tuple:
-    """``(main function, (constants, bound arrays))``: the root stages that depend only on
-    ``constants`` run once, now, through a compiled prologue; the main function reads their
-    results as parameters bound after the free inputs."""
+def _split_constants(dag: ComputeDAG, func: PrimFunc, constants: dict) -> tuple:
+    """``(main function, its compiled code, split, compiled prologue or None, input position
+    of each parameter)`` for the inputs named in ``constants``: the root stages that depend
+    only on them go to a prologue, run once per set of constant values by
+    :func:`_bind_constants`; the main function reads their results as parameters bound after
+    the free inputs."""
     from .codegen.llvm_cpu import compile_cpu
     from .schedule.constants import split_constants
+    verify(func)
     split = split_constants(func, len(dag.inputs), constants)
     verify(split.main)
-    by_param = {b: constants[b.name] for b in split.prologue_inputs + split.bound
-                if b.name in constants}
+    prologue = None
     if split.prologue is not None:
         verify(split.prologue)
+        prologue = compile_cpu(split.prologue)
+    pos = {b: n for n, b in enumerate(func.params[:len(dag.inputs)])}
+    return split.main, compile_cpu(split.main), split, prologue, pos
+
+
+def _bind_constants(dag: ComputeDAG, compiled_split: tuple, constants: dict) -> tuple:
+    """``(constants, bound arrays)``: the prologue run on these constants' values (matched to
+    the parameters by input position: the code may come from another DAG of the same key)."""
+    _, _, split, prologue, pos = compiled_split
+    by_param = {b: constants[dag.inputs[pos[b]].name] for b in split.prologue_inputs + split.bound
+                if b in pos}
+    if prologue is not None:
         folded = [np.empty(b.shape, dtype=b.dtype.np) for b in split.folded]
-        compile_cpu(split.prologue).run([by_param[b] for b in split.prologue_inputs] + folded)
+        prologue.run([by_param[b] for b in split.prologue_inputs] + folded)
         for b, a in zip(split.folded, folded):
             a.flags.writeable = False  # shared by every kernel the cache hands out
             by_param[b] = a
-    return split.main, (constants, [by_param[b] for b in split.bound])
+    return constants, [by_param[b] for b in split.bound]
 
 
 def _build_cuda(dag: ComputeDAG, schedule, target: Target) -> tuple:

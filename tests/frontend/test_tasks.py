@@ -55,3 +55,12 @@ def test_tune_model_then_compile_from_the_log(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         tc.compile_model(model)  # no log: the default schedule, nothing to warn about
+
+
+def test_layers_of_one_shape_share_their_code_not_their_weights():
+    proto = three_convs()
+    cm = tc.compile_model(tc.from_onnx(proto))
+    k1, k2, k3 = (s.kernel for s in cm.steps)
+    assert k1.source() is k2.source() and k1.source() is not k3.source()  # compiled once
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(cm(x), ort_run(proto, {"x": x})[0], rtol=1e-4, atol=1e-5)
