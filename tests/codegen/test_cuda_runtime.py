@@ -14,7 +14,7 @@ from tecomp.codegen import cuda_runtime as cr
 from tecomp.testing.ptx_kernels import PTX
 
 HAVE_GPU = cr.available()
-gpu = pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU here")
+gpu = pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 no_gpu = pytest.mark.skipif(HAVE_GPU, reason="a CUDA GPU is present")
 
 

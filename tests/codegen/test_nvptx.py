@@ -11,7 +11,7 @@ from tecomp.testing import workloads as W
 
 HAS_PTXAS = find_ptxas() is not None
 needs_ptxas = pytest.mark.skipif(not HAS_PTXAS, reason="ptxas not found")
-needs_gpu = pytest.mark.skipif(not rt.available(), reason="no CUDA GPU")
+needs_gpu = pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 
 # small shapes with non-divisible extents (the default schedule's blocks of 256 are partial)
 SMALL = {

@@ -29,14 +29,6 @@ def loop(var, begin, extent, body, kind=SER):
                c64(extent) if isinstance(extent, int) else extent, kind, body)
 
 
-@pytest.fixture(params=[1, 2, 3], ids=lambda n: f"{n}thr")
-def threads(request):
-    old = P.get_num_threads()
-    P.set_num_threads(request.param)
-    yield request.param
-    P.set_num_threads(old)
-
-
 def launches(k) -> int:
     return k.source_unoptimized.count(f"call void @\"{P.ENTRY}\"")
 

@@ -30,14 +30,6 @@ def c64(v):
     return Const(v, dt.INDEX)
 
 
-@pytest.fixture(params=[1, 2, 3], ids=lambda n: f"{n}thr")
-def threads(request):
-    old = P.get_num_threads()
-    P.set_num_threads(request.param)
-    yield request.param
-    P.set_num_threads(old)
-
-
 def _counting_kernel(n, pragmas, begin=0):
     """``B[i] = B[i] + A[i] * 2`` over ``[begin, begin + n)``: an iteration run twice or never
     shows."""

@@ -7,6 +7,8 @@ import pytest
 
 import tecomp.ir as tc
 
+pytestmark = pytest.mark.nodevice  # no compiled code: the fast tier
+
 KEY_SCRIPT = """
 import tecomp.ir as tc
 def mm(n1, n2, n3):

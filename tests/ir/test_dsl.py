@@ -6,6 +6,8 @@ import tecomp.ir as tc
 from tecomp.ir import dtype as dt
 from tecomp.ir.expr import BinOp, Cast, Const, Reduce, TensorRead
 
+pytestmark = pytest.mark.nodevice  # no compiled code: the fast tier
+
 
 def test_compute_names_axes_after_lambda_parameters():
     A = tc.placeholder((3, 4), name="A")

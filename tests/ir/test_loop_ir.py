@@ -21,6 +21,8 @@ from tecomp.ir.loop import (
 )
 from tecomp.schedule import lower
 
+pytestmark = pytest.mark.nodevice  # no compiled code: the fast tier
+
 
 def _buf(name, shape=(8,), t=dt.float32, scope=Scope.GLOBAL):
     return Buffer(name, shape, t, scope)

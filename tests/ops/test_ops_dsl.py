@@ -12,6 +12,8 @@ from tecomp.testing import evaluate_dag, random_bsr, random_csr
 from tecomp.testing import reference as ref
 from tecomp.testing import workloads as W
 
+pytestmark = pytest.mark.nodevice  # no compiled code: the fast tier
+
 
 def _tol(dtype):
     return dict(rtol=1e-4, atol=1e-4) if np.dtype(dtype) == np.float32 else dict(rtol=1e-10,

@@ -11,6 +11,8 @@ from tecomp.schedule.gpu_passes import GPUScheduleError, check_gpu_program, prep
 from tecomp.testing import hand_schedules as H
 from tecomp.testing import workloads as W
 
+pytestmark = pytest.mark.nodevice  # no compiled code: the fast tier
+
 
 def _run(func, wl, seed=0):
     rng = np.random.default_rng(seed)

@@ -32,13 +32,13 @@ def test_cuda_task_without_gpu_fails_fast():
         assert res.error is ErrorKind.NONE and res.mean_cost > 0
 
 
-@pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU here")
+@pytest.mark.cuda
 def test_arch_newer_than_the_device_is_refused():
     with pytest.raises(cr.CudaUnavailableError, match="needs sm_999"):
         require_gpu({Target.parse("cuda -arch=sm_999")})
 
 
-@pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU here")
+@pytest.mark.cuda
 def test_cuda_candidates_are_checked_and_timed():
     from tecomp.schedule import Schedule
     from tecomp.schedule.gpu_default import default_gpu_schedule
