@@ -12,11 +12,33 @@ from .expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, TensorRead,
 Interval = tuple  # (lo, hi), both inclusive ints
 
 
-def interval(e: Expr, env: dict, read: Callable[[Expr], Interval | None] | None = None):
+def interval(e: Expr, env: dict, read: Callable[[Expr], Interval | None] | None = None,
+             wrap: bool = False):
     """Inclusive integer bounds of ``e`` or None when unknown.
 
     ``env`` maps Var -> (lo, hi); ``read(node)`` gives the bounds of a TensorRead/Load value.
+    With ``wrap``, every integer node is computed as the compiled code computes it, in its own
+    type's two's complement: a node that may overflow its type wraps (a result that can wrap
+    to anywhere is the type's whole range). Without it, bounds are of the unbounded values.
     """
+    r = _interval(e, env, read, wrap)
+    return wrapped(r, e.dtype) if wrap and r is not None and e.dtype.is_int else r
+
+
+def wrapped(r: Interval, t) -> Interval:
+    """``r`` as values of the signed integer type ``t`` (two's complement wrap-around)."""
+    half = 1 << (t.bits - 1)
+    if -half <= r[0] and r[1] < half:
+        return r
+    lo, hi = (r[0] + half) % (2 * half) - half, (r[1] + half) % (2 * half) - half
+    if r[1] - r[0] < 2 * half and lo <= hi:
+        return (lo, hi)  # the whole interval wraps by the same multiple
+    return (-half, half - 1)
+
+
+def _interval(e: Expr, env: dict, read, wrap: bool):
+    def sub(x, env, read):
+        return interval(x, env, read, wrap)
     if isinstance(e, Const):
         if e.dtype.is_float:
             return None
@@ -27,12 +49,12 @@ def interval(e: Expr, env: dict, read: Callable[[Expr], Interval | None] | None 
     if isinstance(e, (TensorRead, Load)):
         return read(e) if read is not None else None
     if isinstance(e, Cast):
-        return interval(e.a, env, read) if not e.a.dtype.is_float else None
+        return sub(e.a, env, read) if not e.a.dtype.is_float else None
     if isinstance(e, Select):
-        t, f = interval(e.t, env, read), interval(e.f, env, read)
+        t, f = sub(e.t, env, read), sub(e.f, env, read)
         return None if t is None or f is None else (min(t[0], f[0]), max(t[1], f[1]))
     if isinstance(e, UnOp):
-        a = interval(e.a, env, read)
+        a = sub(e.a, env, read)
         if a is None:
             return None
         if e.op is UnOpKind.NEG:
@@ -44,7 +66,7 @@ def interval(e: Expr, env: dict, read: Callable[[Expr], Interval | None] | None 
     if isinstance(e, BinOp):
         if e.op.is_compare or e.op.is_logical:
             return (0, 1)
-        a, b = interval(e.a, env, read), interval(e.b, env, read)
+        a, b = sub(e.a, env, read), sub(e.b, env, read)
         if a is None or b is None:
             return None
         op = e.op

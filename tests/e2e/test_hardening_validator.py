@@ -1,0 +1,84 @@
+"""Issue 16, items 1 and 3: no index data makes a compiled kernel read outside its buffers.
+
+The validator models the kernel's integer arithmetic (each node wraps in its own type), bounds
+index data computed by intermediate stages, and accepts a gather its ``if_then_else`` guards.
+"""
+import numpy as np
+import pytest
+
+import tecomp as tc
+from tecomp.testing.gather_fuzz import fuzz_gathers
+
+X16 = (np.arange(16, dtype=np.float32) + 1) * 0.5
+
+
+@pytest.fixture(scope="module")
+def times3():
+    X = tc.placeholder((16,), "float32", "X")
+    idx = tc.placeholder((2,), "int32", "idx")
+    Y = tc.compute((2,), lambda i: X[tc.minimum(idx[i] * 3, 15)], name="Y")
+    return tc.build(tc.ComputeDAG([X, idx, Y]))
+
+
+@pytest.mark.parametrize("value, low", [(1431655765, -1), (2**30, -2**30)])
+def test_int32_overflow_is_an_error_not_a_wild_read(times3, value, low):
+    # 1431655765 * 3 wraps to -1 in int32 (read X[-1]); 2**30 * 3 to -2**30 (segfault)
+    data = np.array([1, value], np.int32)
+    for run in (times3, times3.emulate):
+        with pytest.raises(ValueError, match=rf"indices in \[{low}, 3\].*wraps.*'idx'"):
+            run(X16, data)
+
+
+def test_overflowing_data_in_range_after_wrapping_is_accepted(times3):
+    # min(idx * 3, 15) in int32 wraps 1431655766 * 3 to 2: a valid read, as in the native code
+    data = np.array([5, 1431655766], np.int32)
+    want = X16[[15, 2]]
+    np.testing.assert_array_equal(times3(X16, data), want)
+    np.testing.assert_array_equal(times3.emulate(X16, data), want)
+
+
+def test_index_data_computed_by_an_intermediate_stage():
+    X = tc.placeholder((16,), "float32", "X")
+    idx = tc.placeholder((4,), "int32", "idx")
+    r = tc.reduce_axis(4, "r")
+    twice = tc.compute((4,), lambda i: idx[i] * 2, name="twice")
+    total = tc.compute((1,), lambda i: tc.sum(idx[r], axis=r), name="total")
+    Y = tc.compute((4,), lambda i: X[twice[i]] + X[total[0]], name="Y")
+    k = tc.build(tc.ComputeDAG([X, idx, Y]))
+    good = np.array([1, 2, 3, 4], np.int32)
+    want = X16[good * 2] + X16[good.sum()]
+    np.testing.assert_allclose(k(X16, good), want)
+    np.testing.assert_allclose(k.emulate(X16, good), want)
+    for bad in ([1, 2, 3, 8], [7, 7, 1, 1]):  # twice[3] = 16; total = 16
+        with pytest.raises(ValueError, match="index data out of range.*'idx'"):
+            k(X16, np.array(bad, np.int32))
+
+
+def test_a_guarded_gather_accepts_every_index_it_does_not_read():
+    X = tc.placeholder((16,), "float32", "X")
+    idx = tc.placeholder((4,), "int32", "idx")
+    G = tc.compute((4,), lambda i: tc.if_then_else((idx[i] >= 0) & (idx[i] < 16), X[idx[i]], -1.0),
+                   name="G")
+    U = tc.compute((4,), lambda i: tc.if_then_else(idx[i] >= 0, X[idx[i]], -1.0), name="U")
+    k = tc.build(tc.ComputeDAG([X, idx, G]))
+    d = np.array([-5, 3, 2**31 - 1, 15], np.int32)
+    want = np.array([-1, X16[3], -1, X16[15]], np.float32)
+    np.testing.assert_array_equal(k(X16, d), want)
+    np.testing.assert_array_equal(k.emulate(X16, d), want)
+    ku = tc.build(tc.ComputeDAG([X, idx, U]))  # guards only the low side: 2**31-1 is read
+    with pytest.raises(ValueError, match="read X"):
+        ku(X16, d)
+
+
+def test_fuzz_validator_against_reference_fast():
+    stats = fuzz_gathers(seconds=60, seed=3, datasets=16, max_expressions=40)
+    assert stats.expressions >= 20 and stats.in_range and stats.rejected
+    assert not stats.failures, stats.failures[:3]
+
+
+@pytest.mark.slow
+def test_fuzz_validator_against_reference_ten_minutes():
+    stats = fuzz_gathers(seconds=600, seed=11)
+    print(f"fuzz: {stats.expressions} expressions, {stats.cases} cases, {stats.in_range} in range, "
+          f"{stats.rejected} rejected, {stats.guarded} guarded")
+    assert not stats.failures, stats.failures[:3]
