@@ -189,7 +189,7 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
     if constants:
         constants = _check_constants(dag, target, constants)
     if log is not None:
-        from .schedule.records import schedule_from_log
+        from .schedule.log_schedule import schedule_from_log
         schedule = schedule_from_log(dag, log, target, on_missing)
     if schedule is not None and getattr(schedule, "dag", None) is not dag:
         raise ValueError("the schedule was made for a different ComputeDAG")

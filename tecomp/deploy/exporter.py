@@ -48,10 +48,11 @@ def _index_checks(dag: ComputeDAG) -> dict:
 
 def _select(log, dag: ComputeDAG, target: Target, on_missing: str):
     """``(schedule or None, record or None)``: the best replayable record of ``log`` for ``dag``."""
-    from ..schedule.records import _load_cached, ranked_records, schedule_from_log
+    from ..schedule.log_schedule import load_records_cached, schedule_from_log
+    from ..schedule.records import ranked_records
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ranked, _ = ranked_records(_load_cached(log), dag.workload_key, str(target))
+        ranked, _ = ranked_records(load_records_cached(log), dag.workload_key, str(target))
     sched = schedule_from_log(dag, log, target,
                               "default" if on_missing == "default" else "error")
     if sched is None:

@@ -216,7 +216,7 @@ def _build_group(gd, target, log):
     """``(kernel, tuned)``: the group's kernel from the log's best record, or the default."""
     sched = None
     if log is not None:
-        from ..schedule.records import schedule_from_log
+        from ..schedule.log_schedule import schedule_from_log
         try:
             sched = schedule_from_log(gd.dag, log, target, on_missing="error")
         except LookupError:

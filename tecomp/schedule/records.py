@@ -1,7 +1,8 @@
 """Tuning records: one JSON line per measured schedule, and picking the best one for a build.
 
 A record is a serialized step list (``Schedule.records()``) plus its measurement. It lives in the
-schedule layer so that building from a log (``tc.build(dag, log=...)``) needs nothing of the search.
+schedule layer so that building from a log (``tc.build(dag, log=...)``, see
+:mod:`tecomp.schedule.log_schedule`) needs nothing of the search.
 
 What we do better than Ansor's format (``shared/reference/ansor.md`` section 6):
 
@@ -36,7 +37,7 @@ import warnings
 from dataclasses import dataclass, field
 
 __all__ = ["RECORD_VERSION", "ErrorKind", "MeasureResult", "Record", "append_records",
-           "load_records", "best_record", "ranked_records", "measured_keys", "schedule_from_log"]
+           "load_records", "best_record", "ranked_records", "measured_keys", "warn_other_target"]
 
 #: The version this code writes, and the newest it reads.
 RECORD_VERSION = 1
@@ -154,6 +155,8 @@ class Record:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+        except RecursionError:  # [[[[...]]]]: json's parser recurses once per level
+            raise ValueError("JSON nested too deeply") from None
         if not isinstance(obj, dict):
             raise ValueError(f"a record is a JSON object, got {type(obj).__name__}")
         if "v" not in obj:
@@ -188,11 +191,15 @@ class Record:
                 c is None or (isinstance(c, (int, float)) and not isinstance(c, bool))
                 for c in costs):
             raise ValueError("'result.costs' must be a list of numbers")
+        if not all(c is None or c > 0 for c in costs):  # 0, negative, NaN: not a measurement
+            raise ValueError(f"'result.costs' must be positive seconds, got {costs[:4]}")
         try:
             error = ErrorKind(res["error"])
         except ValueError:
             raise ValueError(f"unknown error kind {res['error']!r} (known: "
                              f"{', '.join(e.value for e in ErrorKind)})") from None
+        if error is ErrorKind.NONE and not costs:
+            raise ValueError("a result without error must have costs")
         try:
             result = MeasureResult(
                 costs=tuple(math.inf if c is None else c for c in costs), error=error,
@@ -289,7 +296,7 @@ def load_records(path) -> list:
             continue
         try:
             out.append(Record.from_json(s))
-        except ValueError as e:
+        except (ValueError, TypeError, RecursionError, MemoryError) as e:  # whatever the line holds
             warnings.warn(f"{path}:{n}: skipped a line that is not a tuning record: {e}",
                           RuntimeWarning, stacklevel=2)
     return out
@@ -329,7 +336,7 @@ def ranked_records(records_or_path, workload_key: str, target) -> tuple:
     return out, is_exact
 
 
-def _warn_other_target(recs, target, stacklevel):
+def warn_other_target(recs, target, stacklevel):
     tuned = sorted({r.target for r in recs})
     warnings.warn(f"no record was tuned for target {str(target)!r}; using records tuned for "
                   f"{', '.join(map(repr, tuned))} (another CPU/GPU architecture: the schedule is "
@@ -351,7 +358,7 @@ def best_record(records_or_path, workload_key: str, target, data_hash: str | Non
     if not recs:
         return None
     if not exact:
-        _warn_other_target(recs, target, stacklevel=3)
+        warn_other_target(recs, target, stacklevel=3)
     return recs[0]
 
 

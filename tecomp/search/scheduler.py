@@ -24,7 +24,7 @@ import numpy as np
 
 from .measure import LocalMeasurer
 from .task import TuningOptions
-from .tune import TaskTuner, default_cost_model
+from .tune import TaskTuner, default_cost_model, log_lock
 
 __all__ = ["tune_tasks", "TuneTasksResult", "SchedulerStrategy", "SchedulerObjective"]
 
@@ -67,7 +67,8 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
     trials : int
         Total new measurements across tasks.
     log : str or path, optional
-        One JSON-lines log for all tasks (resumed; appended every round).
+        One JSON-lines log for all tasks (resumed; appended every round; checked writable and
+        locked against a second tuning before anything is measured, as in :func:`tecomp.tune`).
     weights : list of float, optional
         How often each task runs in the network (default 1 each).
     strategy : "gradient" or "round-robin"
@@ -96,44 +97,45 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
     if cost_model_factory is None:
         shared = default_cost_model(list(tasks), opt)
         cost_model_factory = lambda t: shared  # noqa: E731
-    tuners = [TaskTuner(t, opt, cost_model_factory(t), log) for t in tasks]
-    out = TuneTasksResult([tu.result for tu in tuners], weights)
-    out.allocation = [0] * len(tasks)
-    # best latency after each of the task's rounds; a task resumed from the log with a valid
-    # record starts warmed up (its log is its first round)
-    best_hist = [[tu.result.best_cost] if tu.resumed and math.isfinite(tu.result.best_cost)
-                 else [] for tu in tuners]
-    own = measurer is None
-    measurer = measurer or LocalMeasurer(opt)
-    t0 = time.perf_counter()
-    used, turn = 0, 0
-    try:
-        while used < trials:
-            alive = [i for i, tu in enumerate(tuners) if not tu.exhausted]
-            if not alive:
-                break
-            i = _pick(strategy, tuners, weights, best_hist, alive, turn, rng, opt.eps_greedy,
-                      objective)
-            turn += 1
-            n = tuners[i].round(measurer, min(opt.measures_per_round, trials - used))
-            used += n
-            out.allocation[i] += n
-            best_hist[i].append(tuners[i].result.best_cost)
-            out.history.append((used, _weighted(out)))
-            if progress is not None:
-                progress(out)
-            if opt.verbose:
-                print(f"tecomp: {used:5d}/{trials} trials, task {i} ({tasks[i]}) best "
-                      f"{tuners[i].result.best_gflops:7.1f} GFLOP/s, weighted latency "
-                      f"{_weighted(out) * 1e3:9.3f} ms ({time.perf_counter() - t0:6.1f} s)",
-                      flush=True)
-    finally:
-        if own:
-            measurer.close()
-    wall = time.perf_counter() - t0
-    for tu in tuners:
-        tu.finish(wall)
-    return out
+    with log_lock(log):  # before anything is measured: writable, and no other writer
+        tuners = [TaskTuner(t, opt, cost_model_factory(t), log) for t in tasks]
+        out = TuneTasksResult([tu.result for tu in tuners], weights)
+        out.allocation = [0] * len(tasks)
+        # best latency after each of the task's rounds; a task resumed from the log with a valid
+        # record starts warmed up (its log is its first round)
+        best_hist = [[tu.result.best_cost] if tu.resumed and math.isfinite(tu.result.best_cost)
+                     else [] for tu in tuners]
+        own = measurer is None
+        measurer = measurer or LocalMeasurer(opt)
+        t0 = time.perf_counter()
+        used, turn = 0, 0
+        try:
+            while used < trials:
+                alive = [i for i, tu in enumerate(tuners) if not tu.exhausted]
+                if not alive:
+                    break
+                i = _pick(strategy, tuners, weights, best_hist, alive, turn, rng, opt.eps_greedy,
+                          objective)
+                turn += 1
+                n = tuners[i].round(measurer, min(opt.measures_per_round, trials - used))
+                used += n
+                out.allocation[i] += n
+                best_hist[i].append(tuners[i].result.best_cost)
+                out.history.append((used, _weighted(out)))
+                if progress is not None:
+                    progress(out)
+                if opt.verbose:
+                    print(f"tecomp: {used:5d}/{trials} trials, task {i} ({tasks[i]}) best "
+                          f"{tuners[i].result.best_gflops:7.1f} GFLOP/s, weighted latency "
+                          f"{_weighted(out) * 1e3:9.3f} ms ({time.perf_counter() - t0:6.1f} s)",
+                          flush=True)
+        finally:
+            if own:
+                measurer.close()
+        wall = time.perf_counter() - t0
+        for tu in tuners:
+            tu.finish(wall)
+        return out
 
 
 def _weighted(out: TuneTasksResult) -> float:

@@ -179,3 +179,23 @@ class TuningOptions:
     #: stalled run's state (benchmarks/search_sim.py --start, 4 seeds), the simulated best after
     #: 128 more trials was 157 surrogate GFLOP/s with 8, 138 with 4, 109 with none
     fresh_picks: int = 8
+
+    def __post_init__(self):
+        """Impossible options raise here, not after a round of silent no-ops (``population=0``
+        ran 0 trials; ``repeat=0`` logged results without costs as measured)."""
+        ints = {"population": 1, "generations": 0, "measures_per_round": 1, "repeat": 1,
+                "min_repeat_ms": 0, "n_workers": 1, "max_per_register_tile": 0,
+                "per_sketch_picks": 0, "sketch_warmup": 0, "diverse_picks": 0, "fresh_picks": 0}
+        for name, low in ints.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ValueError(f"TuningOptions.{name} must be an integer >= {low}, got {v!r}")
+        shares = ("eps_greedy", "mutation_prob", "init_measured_ratio", "sketch_share")
+        positive = ("build_timeout", "run_timeout", "slow_cutoff")
+        for name in shares + positive:
+            v = getattr(self, name)
+            ok = isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and (
+                0 <= v <= 1 if name in shares else 0 < v < float("inf"))
+            if not ok:
+                want = "in [0, 1]" if name in shares else "a positive finite number"
+                raise ValueError(f"TuningOptions.{name} must be {want}, got {v!r}")

@@ -5,6 +5,7 @@ the task scheduler (:func:`tecomp.search.scheduler.tune_tasks`) interleaves roun
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
@@ -16,10 +17,11 @@ from ..schedule import Schedule
 from ..schedule.records import Record, append_records, load_records
 from .cost_model import RandomModel
 from .evolution import EvolutionarySearch
+from .log_lock import LogLock
 from .measure import LocalMeasurer, MeasureInput
 from .task import SearchTask, TuningOptions
 
-__all__ = ["tune", "TuneResult", "TaskTuner", "default_cost_model"]
+__all__ = ["tune", "TuneResult", "TaskTuner", "default_cost_model", "log_lock"]
 
 
 @dataclass
@@ -154,6 +156,11 @@ class TaskTuner:
         return res
 
 
+def log_lock(log):
+    """:class:`LogLock` on ``log``, or nothing to hold when there is no log."""
+    return contextlib.nullcontext() if log is None else LogLock(log)
+
+
 def tune(task: SearchTask, trials: int = 512, log=None, options: TuningOptions | None = None,
          cost_model=None, measurer=None, progress=None) -> TuneResult:
     """Search schedules for ``task``, measuring ``trials`` new candidates.
@@ -164,7 +171,9 @@ def tune(task: SearchTask, trials: int = 512, log=None, options: TuningOptions |
     trials : int
         New measurements to make (candidates already in ``log`` are not measured again).
     log : str or path, optional
-        JSON-lines tuning log: read to resume, appended after every round.
+        JSON-lines tuning log: read to resume, appended after every round. It is checked to be
+        writable, and locked against a second tuning, before anything is measured
+        (``PermissionError`` / :class:`~tecomp.search.log_lock.LogBusyError`).
     options : TuningOptions, optional
     cost_model : CostModel, optional
         Default: the learned model when xgboost is installed, else random.
@@ -182,23 +191,24 @@ def tune(task: SearchTask, trials: int = 512, log=None, options: TuningOptions |
     if trials < 0:
         raise ValueError(f"trials must be >= 0, got {trials}")
     opt = options or TuningOptions()
-    t_start = time.perf_counter()
-    tuner = TaskTuner(task, opt, cost_model, log)
-    own = measurer is None
-    measurer = measurer or LocalMeasurer(opt)
-    res = tuner.result
-    try:
-        while res.trials < trials and not tuner.exhausted:
-            tuner.round(measurer, min(opt.measures_per_round, trials - res.trials))
-            if progress is not None:
-                progress(res)
-            if opt.verbose:
-                print(f"tecomp: trials {res.trials:5d}/{trials}  best {res.best_gflops:8.2f} "
-                      f"GFLOP/s  errors {sum(res.errors.values())}  "
-                      f"({time.perf_counter() - t_start:6.1f} s)", flush=True)
-        if tuner.exhausted and opt.verbose:
-            print("tecomp: the search found no new candidate; stopping early")
-    finally:
-        if own:
-            measurer.close()
-    return tuner.finish(time.perf_counter() - t_start)
+    with log_lock(log):  # before anything is measured: writable, and no other writer
+        t_start = time.perf_counter()
+        tuner = TaskTuner(task, opt, cost_model, log)
+        own = measurer is None
+        measurer = measurer or LocalMeasurer(opt)
+        res = tuner.result
+        try:
+            while res.trials < trials and not tuner.exhausted:
+                tuner.round(measurer, min(opt.measures_per_round, trials - res.trials))
+                if progress is not None:
+                    progress(res)
+                if opt.verbose:
+                    print(f"tecomp: trials {res.trials:5d}/{trials}  best {res.best_gflops:8.2f} "
+                          f"GFLOP/s  errors {sum(res.errors.values())}  "
+                          f"({time.perf_counter() - t_start:6.1f} s)", flush=True)
+            if tuner.exhausted and opt.verbose:
+                print("tecomp: the search found no new candidate; stopping early")
+        finally:
+            if own:
+                measurer.close()
+        return tuner.finish(time.perf_counter() - t_start)

@@ -1,0 +1,95 @@
+"""Building from a tuning log: the schedule of a log's best record that replays, for
+``tc.build(dag, log=...)`` and deployment (split from :mod:`tecomp.schedule.records`, which holds
+the record format and the queries)."""
+from __future__ import annotations
+
+import os
+import warnings
+
+from .records import load_records, ranked_records, warn_other_target
+
+__all__ = ["load_records_cached", "schedule_from_log"]
+
+_LOG_CACHE: dict = {}
+
+
+def load_records_cached(path) -> list:
+    """``load_records`` memoized on (path, mtime, size): building many kernels from one large log
+    parses it once, and an appended log is re-read."""
+    path = os.path.abspath(os.fspath(path))
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"tuning log {path!r} does not exist") from None
+    key = (path, st.st_mtime_ns, st.st_size)
+    hit = _LOG_CACHE.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    recs = load_records(path)
+    _LOG_CACHE[path] = (key, recs)
+    return recs
+
+
+def schedule_from_log(dag, log, target, on_missing: str = "error"):
+    """The schedule of the best record in ``log`` for ``dag`` on ``target``, replayed on ``dag``;
+    ``None`` (after a warning) when there is none and ``on_missing="default"``.
+
+    If the best record does not replay (e.g. a step this version rejects), the next best is tried,
+    with a warning. With ``on_missing="error"``, no usable record raises ``LookupError`` naming the
+    workload key, the target and what the log holds. A missing log file raises
+    ``FileNotFoundError`` either way (a wrong path should not silently give an untuned kernel).
+    """
+    from .schedule import Schedule
+    if on_missing not in ("error", "default"):
+        raise ValueError(f"on_missing must be 'error' or 'default', got {on_missing!r}")
+    records = load_records_cached(log)
+    wkey, target = dag.workload_key, str(target)
+    ranked, exact = ranked_records(records, wkey, target)
+    if ranked and not exact:
+        warn_other_target(ranked, target, stacklevel=4)
+    failures = []
+    for n, rec in enumerate(ranked):
+        try:
+            sched = Schedule.from_records(dag, rec.steps)
+        except Exception as e:  # noqa: BLE001 - any replay failure means: try the next record
+            failures.append(f"{type(e).__name__}: {e}")
+            continue
+        if failures:
+            warnings.warn(f"tuning log {os.fspath(log)!r}: the {n} best record(s) for workload "
+                          f"{wkey[:16]} on {target!r} do not replay with this version of tecomp "
+                          f"({failures[0]}); using the next best (mean cost "
+                          f"{rec.cost * 1e3:.4g} ms)", UserWarning, stacklevel=3)
+        return sched
+    if failures:
+        why = (f"none of its {len(ranked)} valid record(s) for this workload replays with this "
+               f"version of tecomp (first failure: {failures[0]})")
+    else:
+        why = _describe_log(records, wkey, target)
+    msg = (f"tuning log {os.fspath(log)!r} has no usable record for workload key {wkey} on target "
+           f"{target!r}: {why}")
+    if on_missing == "error":
+        raise LookupError(msg + ". Tune it (tc.tune) or pass on_missing='default' to build with "
+                                "the default schedule.")
+    warnings.warn(msg + "; building with the default schedule", UserWarning, stacklevel=3)
+    return None
+
+
+def _describe_log(records, wkey: str, target: str) -> str:
+    if not records:
+        return "the log has 0 records"
+    by_key: dict = {}
+    for r in records:
+        by_key[r.workload_key] = by_key.get(r.workload_key, 0) + 1
+    if wkey in by_key:
+        mine = [r for r in records if r.workload_key == wkey]
+        valid = [r for r in mine if r.result.is_valid]
+        if not valid:
+            return (f"the log has {len(records)} record(s), {len(mine)} for this workload, all "
+                    f"failed measurements")
+        return (f"the log has {len(records)} record(s), {len(valid)} valid for this workload but "
+                f"for other targets ({', '.join(sorted({r.target for r in valid}))})")
+    shown = sorted(by_key.items(), key=lambda kv: -kv[1])
+    listing = ", ".join(f"{k} ({c})" for k, c in shown[:8])
+    more = f" and {len(shown) - 8} more" if len(shown) > 8 else ""
+    return (f"the log has {len(records)} record(s), for {len(by_key)} other workload key(s): "
+            f"{listing}{more}")
