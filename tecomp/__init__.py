@@ -22,6 +22,9 @@ def __getattr__(name):
     if name in ("from_onnx", "Model", "CompiledModel", "compile_model", "tune_model"):
         from . import frontend  # whole models; onnx itself only inside from_onnx
         return getattr(frontend, name)
+    if name == "RayMeasurer":  # ray is optional (tecomp[ray]); only this name imports it
+        from .search.ray_measure import RayMeasurer
+        return RayMeasurer
     raise AttributeError(f"module 'tecomp' has no attribute {name!r}")
 
 __version__ = "0.1.0"

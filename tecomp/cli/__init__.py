@@ -139,6 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"each timing lasts at least this long (default {d.min_repeat_ms})")
     p.add_argument("--workers", type=int, default=d.n_workers,
                    help=f"build worker processes (default {d.n_workers})")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="measure on the nodes of a Ray cluster (pip install 'tecomp[ray]'): "
+                        "HOST:PORT of its head, or auto (RAY_ADDRESS, else a cluster started on "
+                        "this machine); default: worker processes on this machine")
     p.add_argument("--build-timeout", type=float, default=30.0,
                    help="seconds a candidate may take to compile (default 30)")
     p.add_argument("--run-timeout", type=float, default=20.0,

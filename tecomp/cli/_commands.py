@@ -11,7 +11,7 @@ from ._progress import NetworkProgress, Progress
 
 
 def _hand_schedule(name: str, wl):
-    from ..testing import hand_schedules as hs
+    from ..workloads import hand_schedules as hs
     if name == "matmul":
         return hs.matmul_schedule(wl.dag)
     if name.startswith("conv2d"):
@@ -116,11 +116,26 @@ def _tuning_options(args):
     return opt
 
 
+def _measurer(args, opt):
+    """The measurer of ``tecomp tune``: local worker processes, or the nodes of the Ray cluster
+    at ``--ray ADDRESS`` (which reports the nodes it takes and loses)."""
+    if not getattr(args, "ray", None):
+        from ..search.measure import LocalMeasurer
+        return LocalMeasurer(opt)
+    try:
+        from ..search.ray_measure import RayMeasurer
+    except ImportError as e:
+        raise CliError(one_line(e), code=2) from None
+    try:
+        return RayMeasurer(args.ray, opt, verbose=True)
+    except RuntimeError as e:
+        raise CliError(one_line(e)) from None
+
+
 def cmd_tune(args) -> int:
     """Tune a workload (or a network's layers) on this CPU, resuming from the log; for one
     workload, then build the best record and compare it with its peer."""
     from ..schedule.records import load_records
-    from ..search.measure import LocalMeasurer
     from ..search.task import SearchTask
     from ..search.tune import tune
     if args.network:
@@ -153,7 +168,7 @@ def cmd_tune(args) -> int:
     progress = Progress(args.trials, sys.stdout, args.progress)
     try:
         progress.start()
-        with LocalMeasurer(opt) as measurer:
+        with _measurer(args, opt) as measurer:
             res = tune(task, trials=args.trials, log=log, options=opt, cost_model=model,
                        measurer=measurer, progress=progress)
     except KeyboardInterrupt:
@@ -190,10 +205,9 @@ def _layer_name(spec) -> str:
 def _tune_network(args) -> int:
     """``tecomp tune --network NAME``: the network's distinct layers under one trial budget
     (``tc.tune_tasks``), then a table of each layer's best."""
-    from ..search.measure import LocalMeasurer
     from ..search.scheduler import tune_tasks
     from ..search.task import SearchTask
-    from ..testing.networks import layer_set, layer_specs
+    from ..workloads.networks import layer_set, layer_specs
     for flag in ("shape", "param", "dtype"):
         if getattr(args, flag, None):
             raise CliError(f"--{flag} applies to a WORKLOAD, not to --network", code=2)
@@ -226,7 +240,7 @@ def _tune_network(args) -> int:
     progress = NetworkProgress(args.trials, names, sys.stdout, args.progress)
     try:
         progress.start()
-        with LocalMeasurer(opt) as measurer:
+        with _measurer(args, opt) as measurer:
             out = tune_tasks(tasks, args.trials, log=log, weights=weights, options=opt,
                              strategy=args.strategy, cost_model_factory=factory,
                              measurer=measurer, progress=progress, objective=args.objective)

@@ -55,6 +55,10 @@ class ErrorKind(enum.Enum):
     RUN_TIMEOUT = "run_timeout"
     CRASH = "crash"
     WRONG_ANSWER = "wrong_answer"
+    #: the machine measuring it was lost (a Ray node died or left) and no other could take it:
+    #: nothing is known of the program, so the cost model does not learn from it and a resumed
+    #: tuning measures it again (``MeasureResult.measured`` is False)
+    NODE_LOST = "node_lost"
 
 
 @dataclass
@@ -97,6 +101,12 @@ class MeasureResult:
     @property
     def is_valid(self) -> bool:
         return self.error is ErrorKind.NONE and math.isfinite(self.mean_cost)
+
+    @property
+    def measured(self) -> bool:
+        """Whether this says anything of the program: False for ``NODE_LOST`` (its machine went
+        away), which the search does not count as measured and the cost model does not learn."""
+        return self.error is not ErrorKind.NODE_LOST
 
 
 @dataclass
@@ -365,8 +375,8 @@ def best_record(records_or_path, workload_key: str, target, data_hash: str | Non
 def measured_keys(records, workload_key: str | None = None, target=None) -> set:
     """The de-duplication keys (``Schedule.key``) of the schedules in ``records`` (a list or a log
     path), optionally only those of one workload and/or target string: what a resumed tuning must
-    not measure again."""
+    not measure again (``NODE_LOST`` records excepted: they were never measured)."""
     t = None if target is None else str(target)
-    return {r.key for r in _as_records(records)
-            if (workload_key is None or r.workload_key == workload_key)
+    return {r.key for r in _as_records(records) if r.result.measured
+            and (workload_key is None or r.workload_key == workload_key)
             and (t is None or r.target == t)}

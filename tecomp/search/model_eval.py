@@ -31,8 +31,9 @@ import time
 
 import numpy as np
 
-__all__ = ["pairwise_accuracy", "top_k_recall", "candidates_from_records", "evaluate",
-           "task_and_log", "main"]
+from .record_candidates import candidates_from_records
+
+__all__ = ["pairwise_accuracy", "top_k_recall", "evaluate", "task_and_log", "main"]
 
 
 def pairwise_accuracy(pred, truth) -> float:
@@ -64,29 +65,6 @@ def top_k_recall(pred, truth, k: int = 32) -> float:
         return math.nan
     p = np.where(np.isfinite(p), p, -1e300)
     return len(set(np.argsort(-p, kind="stable")[:k]) & set(np.argsort(-t, kind="stable")[:k])) / k
-
-
-def candidates_from_records(dag, records) -> tuple:
-    """``(candidates, costs, skipped)``: the records of ``dag``'s workload replayed into
-    :class:`~tecomp.search.annotate.Candidate` s (sketch index -1), their mean costs (inf when
-    failed), in log order; ``skipped`` counts records of other workloads or that do not replay."""
-    from ..schedule import State, step_from_record
-    from .annotate import Candidate
-    cands, costs, skipped, seen = [], [], 0, set()
-    for r in records:
-        if r.workload_key != dag.workload_key or r.key in seen:
-            skipped += 1
-            continue
-        try:
-            steps = [step_from_record(s) for s in r.steps]
-            state = State.replay(dag, steps)
-        except Exception:  # noqa: BLE001 - a record this version cannot replay
-            skipped += 1
-            continue
-        seen.add(r.key)
-        cands.append(Candidate(-1, dict(r.decisions), steps, state))
-        costs.append(r.result.mean_cost if r.result.is_valid else math.inf)
-    return cands, np.asarray(costs, dtype=np.float64), skipped
 
 
 def evaluate(task, records, train_frac: float = 0.7, k: int = 32, extra_records=(),
@@ -148,7 +126,7 @@ def evaluate(task, records, train_frac: float = 0.7, k: int = 32, extra_records=
 
 def _spec_task(name: str, shape, params) -> tuple:
     """``(Workload, SearchTask)`` of a workload spec (``params``: ``NAME=VALUE`` strings)."""
-    from ..testing.workloads import parse_value, workload_from_spec
+    from ..workloads import parse_value, workload_from_spec
     from .task import SearchTask
     kw = {k: parse_value(v) for k, v in (p.split("=", 1) for p in params)}
     wl = workload_from_spec(name, shape, kw)
@@ -179,7 +157,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tecomp.search.model_eval", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+", help="tuning logs (JSON lines)")
-    ap.add_argument("--workload", required=True, help="workload name (tecomp.testing.workloads)")
+    ap.add_argument("--workload", required=True, help="workload name (tecomp.workloads)")
     ap.add_argument("--shape", type=int, nargs="*", default=[],
                     help="the builder's leading integer arguments, e.g. M N K")
     ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",

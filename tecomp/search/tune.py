@@ -85,8 +85,9 @@ class TaskTuner:
         self.resumed = 0  # records of this task the log held when the tuner started
         if log is not None and os.path.exists(log):
             res = self.result
-            mine = [r for r in load_records(log)
-                    if r.workload_key == task.workload_key and r.target == self.target]
+            # a NODE_LOST record measured nothing: its candidate is measured again
+            mine = [r for r in load_records(log) if r.result.measured
+                    and r.workload_key == task.workload_key and r.target == self.target]
             for r in mine:
                 self.search.remember(r.key, r.result.mean_cost, r.decisions)
                 if r.result.is_valid and r.result.mean_cost < res.best_cost:
@@ -101,7 +102,7 @@ class TaskTuner:
         """A resumed tuning's model starts from what the log measured (a random model skips it)."""
         if not records or isinstance(self.model, RandomModel):
             return
-        from .model_eval import candidates_from_records
+        from .record_candidates import candidates_from_records
         cands, _, _ = candidates_from_records(self.task.dag, records)
         by_key = {r.key: r.result for r in records}
         self.model.update(cands, [by_key[c.key] for c in cands])
@@ -132,17 +133,21 @@ class TaskTuner:
                    for c, r in zip(batch, results)]
         if self.log is not None:
             append_records(self.log, records)
-        self.search.tell(batch, results)
+        # a candidate whose machine was lost (NODE_LOST) is no trial: the search may ask for it
+        # again and the model learns nothing of it
+        done = [(c, r) for c, r in zip(batch, results) if r.measured]
+        if done:
+            self.search.tell([c for c, _ in done], [r for _, r in done])
         res.search_seconds += time.perf_counter() - t2
         for rec in records:
-            res.trials += 1
             r = rec.result
+            res.trials += r.measured
             if not r.is_valid:
                 res.errors[r.error.name] = res.errors.get(r.error.name, 0) + 1
             elif r.mean_cost < res.best_cost:
                 res.best_cost, res.best_steps = r.mean_cost, rec.steps
         res.history.append((res.trials, res.best_gflops))
-        return len(batch)
+        return len(done)
 
     def finish(self, wall_seconds: float) -> TuneResult:
         res = self.result
