@@ -5,14 +5,13 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import pickle
 import re
 import warnings
 
 from ..ir.dag import ComputeDAG
 from ..target import Target, TargetKind
-from .manifest import (FORMAT, FORMAT_VERSION, MANIFEST, RUNTIME_OBJECT, arg_list, sha256,
-                       write_file)
+from .dag_json import dag_to_json
+from .manifest import FORMAT, FORMAT_VERSION, MANIFEST, RUNTIME_OBJECT, arg_list, sha256, write_file
 
 __all__ = ["export"]
 
@@ -42,7 +41,7 @@ def _index_checks(dag: ComputeDAG) -> dict:
             "indices": None if c.indices is None else c.indices.name,
             "ncols": None if c.ncols is None else int(c.ncols)} for c in dag.checks]
     bounds = [{"compute": s.name, "access": what, "tensor": t.name, "dim": d, "index": repr(ix)}
-              for s, _axes, t, d, ix, what in v.rules]
+              for s, _axes, t, d, ix, what, *_ in v.rules]
     return {"csr": csr, "bounds": bounds}
 
 
@@ -142,20 +141,23 @@ def export(log, out_dir, dags, target="llvm", *, on_missing: str = "error", asse
         func = lower(dag if sched is None else sched)
         verify(func)
         ko = objects.compile_object(func, opt_level)
-        blob = pickle.dumps((dag, func), protocol=pickle.HIGHEST_PROTOCOL)
-        files = {f"{name}.o": ko.object, f"{name}.pkl": blob,
+        blob = json.dumps(dag_to_json(dag), separators=(",", ":")).encode()
+        files = {f"{name}.o": ko.object, f"{name}.dag.json": blob,
                  f"{name}.ll": ko.source.encode(), f"{name}.loop.txt": repr(func).encode()}
         if assembly:
             from ..codegen.llvm_jit import assembly as to_asm
             files[f"{name}.s"] = to_asm(ko.source).encode()
         for fname, data in files.items():
             write_file(os.path.join(out_dir, fname), data)
+        sha = {fname: sha256(data) for fname, data in files.items()}
         kernels.append({
             "name": name, "workload_key": dag.workload_key, "symbol": ko.symbol,
-            "object": f"{name}.o", "object_sha256": sha256(ko.object),
-            "dag": f"{name}.pkl", "dag_sha256": sha256(blob),
-            "llvm_ir": f"{name}.ll", "assembly": f"{name}.s" if assembly else None,
-            "loop_ir": f"{name}.loop.txt",
+            "object": f"{name}.o", "object_sha256": sha[f"{name}.o"],
+            "dag": f"{name}.dag.json", "dag_sha256": sha[f"{name}.dag.json"],
+            "llvm_ir": f"{name}.ll", "llvm_ir_sha256": sha[f"{name}.ll"],
+            "assembly": f"{name}.s" if assembly else None,
+            "assembly_sha256": sha.get(f"{name}.s"),
+            "loop_ir": f"{name}.loop.txt", "loop_ir_sha256": sha[f"{name}.loop.txt"],
             "args": arg_list(dag), "parallel": ko.parallel, "imports": ko.imports,
             "index_checks": _index_checks(dag),
             "record": None if sched is None else {

@@ -173,6 +173,11 @@ class ComputeDAG:
     def compute_stages(self) -> list:
         return [s for s in self.stages if not s.is_placeholder]
 
+    @property
+    def flop_override(self) -> float | None:
+        """The FLOP count given at construction (None: counted from the computation)."""
+        return self._flop_override
+
     # ------------------------------------------------------------------ workload key
     @property
     def workload_key(self) -> str:
