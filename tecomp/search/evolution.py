@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import logging
 import math
 
 import numpy as np
@@ -20,7 +21,9 @@ import numpy as np
 from .annotate import MAX_INNERMOST, UNROLL_CHOICES, Candidate, materialize, sample_tile
 from .sketch import TileHole, generate_sketches
 
-__all__ = ["EvolutionarySearch", "mutate", "MUTATION_WEIGHTS"]
+__all__ = ["EvolutionarySearch", "mutate", "MUTATION_WEIGHTS", "unique_sketch_names"]
+
+_LOG = logging.getLogger("tecomp.search")
 
 #: mutation kinds and their weights (Ansor's CPU weights, with vectorization, sparse chunking and
 #: weight packing added)
@@ -50,7 +53,12 @@ def mutate(task, sketches, parent: Candidate, rng) -> Candidate | None:
     w = np.array([MUTATION_WEIGHTS[k] for k in kinds])
     kind = kinds[int(rng.choice(len(kinds), p=w / w.sum()))]
     table = dec[kind]
-    name = list(table)[int(rng.integers(len(table)))]
+    names = list(table)
+    if kind == "tile":  # only the sketch's own holes (decisions may come from a log)
+        names = [k for k in names if k in {str(h) for h in sketch.holes}]
+        if not names:
+            return None
+    name = names[int(rng.integers(len(names)))]
     if kind == "tile":
         hole = sketch.holes[int(name)]
         table[name] = _mutate_tile(rng, table[name], hole)
@@ -62,6 +70,20 @@ def mutate(task, sketches, parent: Candidate, rng) -> Candidate | None:
     if child is None or child.key == parent.key:
         return None
     return child
+
+
+def unique_sketch_names(sketches) -> list:
+    """The sketches' names, the second and later of a repeated name suffixed ``#2``, ``#3``...:
+    the name in a record's decisions must find its sketch again. A multi-stage reduction has
+    several sketches of one name (``tile+rfactor`` of either reduction); looked up by name,
+    the second one's measured programs came back as the first's, with tile decisions for holes
+    that sketch does not have (a ``KeyError`` in ``mutate``)."""
+    seen: dict = {}
+    out = []
+    for sk in sketches:
+        n = seen[sk.name] = seen.get(sk.name, 0) + 1
+        out.append(sk.name if n == 1 else f"{sk.name}#{n}")
+    return out
 
 
 def _mutate_tile(rng, lengths: list, hole: TileHole) -> list:
@@ -107,6 +129,8 @@ class EvolutionarySearch:
         self.sketches = sketches if sketches is not None else generate_sketches(task)
         if not self.sketches:
             raise ValueError(f"no sketch for {task}")
+        self.sketch_names = unique_sketch_names(self.sketches)
+        self.failures = 0  # candidates dropped because building or mutating them raised
         self.rng = rng if rng is not None else np.random.default_rng(options.seed)
         self.measured: set = set()
         self.elites: list = []  # (cost, sketch index, decisions), best first
@@ -114,10 +138,7 @@ class EvolutionarySearch:
 
     # ------------------------------------------------------------------ history
     def sketch_index(self, name: str) -> int | None:
-        for n, sk in enumerate(self.sketches):
-            if sk.name == name:
-                return n
-        return None
+        return self.sketch_names.index(name) if name in self.sketch_names else None
 
     def remember(self, key: str, cost: float, decisions: dict | None) -> None:
         """A measured candidate (from this run or a resumed log)."""
@@ -136,12 +157,25 @@ class EvolutionarySearch:
         self.model.update(candidates, results)
 
     def decisions_of(self, c: Candidate) -> dict:
-        return {"sketch": self.sketches[c.sketch].name, **c.decisions}
+        return {"sketch": self.sketch_names[c.sketch], **c.decisions}
+
+    def _guarded(self, what: str, fn, *args):
+        """``fn(*args)``, or None when it raises: one candidate or one mutation that fails (a
+        bug, or a schedule this version cannot build) is logged and dropped; the search goes on."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - any failure of one candidate drops just it
+            self.failures += 1
+            if self.failures <= 3 or self.failures % 100 == 0:
+                _LOG.warning("%s: %s failed (%s: %s); the candidate is dropped (%d so far)",
+                             self.task, what, type(e).__name__, e, self.failures)
+            return None
 
     # ------------------------------------------------------------------ ask
     def random_candidate(self) -> Candidate | None:
         i = int(self.rng.integers(len(self.sketches)))
-        return materialize(self.task, i, self.sketches[i], {}, self.rng)
+        return self._guarded("a random annotation", materialize, self.task, i, self.sketches[i],
+                             {}, self.rng)
 
     def ask(self, n: int) -> list:
         # the search allocates millions of short-lived, acyclic objects (expressions, loop nests,
@@ -167,8 +201,9 @@ class EvolutionarySearch:
                 pop.append(c)
         init = list(pop)
         for cost, idx, dec in self.elites[:max(1, int(opt.init_measured_ratio * opt.population))]:
-            c = materialize(self.task, idx, self.sketches[idx],
-                            {k: v for k, v in dec.items() if k != "sketch"}, rng)
+            c = self._guarded("replaying a measured program", materialize, self.task, idx,
+                              self.sketches[idx],
+                              {k: v for k, v in dec.items() if k != "sketch"}, rng)
             if c is not None:
                 pop.append(c)
         best: dict = {}
@@ -263,7 +298,8 @@ class EvolutionarySearch:
             p = w[members] / w[members].sum()
             parent = pop[int(members[int(rng.choice(len(members), p=p))])]
             if rng.random() < opt.mutation_prob:
-                child = mutate(self.task, self.sketches, parent, rng)
+                child = self._guarded("a mutation", mutate, self.task, self.sketches, parent,
+                                      rng)
                 if child is not None:
                     out.append(child)
             else:

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import ir as tc
 
-__all__ = ["random_dags"]
+__all__ = ["random_dags", "layer_norm_dag"]
 
 _UNARY = ["tanh", "sigmoid", "abs", "neg", "exp_small", "sqrt_abs", "log1p_abs", "cast_round"]
 _BINARY = ["add", "sub", "mul", "maximum", "minimum", "select"]
@@ -56,9 +56,11 @@ def random_dags(max_stages: int = 4, dtypes=("float32", "float64")):
         pool = list(inputs)
         n_stages = draw(st.integers(1, max_stages))
         for n in range(n_stages):
-            kind = draw(st.sampled_from(["unary", "binary", "broadcast", "reduce", "csr"]))
+            kind = draw(st.sampled_from(["unary", "binary", "broadcast", "reduce", "csr", "norm"]))
             src = draw(st.sampled_from(pool))
-            if kind == "unary":
+            if kind == "norm" and src.ndim >= 2:  # sum -> mean -> sum of squares -> normalize
+                out = _normalize(src, n)
+            elif kind == "unary" or kind == "norm":
                 op = draw(st.sampled_from(_UNARY))
                 out = tc.compute(src.shape, lambda *ax, s=src, op=op: _unary(op, s[ax]), name=f"u{n}")
             elif kind == "binary":
@@ -102,6 +104,37 @@ def random_dags(max_stages: int = 4, dtypes=("float32", "float64")):
         return dag, make_inputs
 
     return strategy()
+
+
+def _normalize(src, n, eps=1e-5):
+    """Layer normalization over the last axis as four stages: two chained reductions."""
+    *lead, last = src.shape
+    k1, k2 = tc.reduce_axis(last, name=f"k{n}a"), tc.reduce_axis(last, name=f"k{n}b")
+    total = tc.compute(tuple(lead), lambda *ax: tc.sum(src[ax + (k1,)], axis=k1), name=f"sum{n}")
+    mean = tc.compute(tuple(lead), lambda *ax: total[ax] / float(last), name=f"mean{n}")
+
+    def sq(*ax):
+        d = src[ax + (k2,)] - mean[ax]
+        return tc.sum(d * d, axis=k2)
+    var = tc.compute(tuple(lead), sq, name=f"var{n}")
+    return tc.compute(src.shape, lambda *ax: (src[ax] - mean[ax[:-1]])
+                      / tc.sqrt(var[ax[:-1]] / float(last) + eps), name=f"norm{n}")
+
+
+def layer_norm_dag(m: int = 512, n: int = 768, dtype: str = "float32"):
+    """``(dag, make_inputs, reference)`` of a layer normalization written as sum -> mean -> sum of
+    squared deviations -> normalize (issue 16: ``tc.tune`` crashed on it in ``mutate``)."""
+    X = tc.placeholder((m, n), dtype, name="X")
+    dag = tc.ComputeDAG([X, _normalize(X, 0)])
+
+    def make_inputs(rng):
+        return [rng.uniform(-2, 2, (m, n)).astype(dtype)]
+
+    def reference(inputs):
+        x = inputs[0].astype(np.float64)
+        mu = x.mean(axis=1, keepdims=True)
+        return [((x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + 1e-5))]
+    return dag, make_inputs, reference
 
 
 def _reduce_stage(src, keep, red, rk, n):
