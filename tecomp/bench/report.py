@@ -119,7 +119,7 @@ def _table(res: Result, out, peak) -> None:
 def compare_workload(wl, kernels: dict, inputs, name: str | None = None, out=print,
                      peak: float | None = None, **protocol) -> Result:
     """Check and time tecomp's ``kernels`` (``{variant label: Kernel}``) of the workload ``wl``
-    (a ``tecomp.testing.workloads.Workload``: ``dag``, ``params``, ``reference``) beside the
+    (a ``tecomp.workloads.Workload``: ``dag``, ``params``, ``reference``) beside the
     workload's peers, on ``inputs``; ``name`` picks the peers (default ``wl.name``; ``"dense"``
     for a matmul that is a network's dense layer)."""
     from .peers import peers_for, tecomp_configs

@@ -25,7 +25,7 @@ _NOT_SHAPE = ("dtype", "layout", "method")
 
 
 def _builder(name: str):
-    from ..testing import workloads as W
+    from ..workloads import builders as W
     if name not in W.WORKLOADS:
         raise CliError(f"unknown workload {name!r}; known: {', '.join(W.WORKLOADS)}", code=2)
     if name in ("conv2d_nchw", "conv2d_nhwc"):  # keyword wrappers of conv2d
@@ -62,9 +62,9 @@ def parse_shape(tokens) -> list:
 
 
 def make_workload(args):
-    """The :class:`~tecomp.testing.workloads.Workload` named by ``args`` (``workload``, ``shape``,
+    """The :class:`~tecomp.workloads.Workload` named by ``args`` (``workload``, ``shape``,
     ``param``, ``dtype``, ``method``); every problem is a :class:`CliError`."""
-    from ..testing.workloads import get_workload, parse_value
+    from ..workloads import get_workload, parse_value
     name = args.workload
     params = builder_params(name)
     known = [p for p, _ in params]
@@ -111,7 +111,7 @@ def parse_target(text: str):
 
 
 def workload_help() -> str:
-    from ..testing.workloads import WORKLOADS
+    from ..workloads import WORKLOADS
     lines = []
     for name in WORKLOADS:
         lines.append(f"  {name:<17} --shape {' '.join(shape_names(name)[:_n_required(name)])}")

@@ -15,14 +15,14 @@ __all__ = ["main_export", "standard_workloads", "workload_from_spec"]
 
 
 def workload_from_spec(name: str, shape=(), params=None):
-    """See :func:`tecomp.testing.workloads.workload_from_spec` (imported lazily: loading exported
+    """See :func:`tecomp.workloads.workload_from_spec` (imported lazily: loading exported
     kernels needs no workload builders)."""
-    from ..testing.workloads import workload_from_spec as build
+    from ..workloads import workload_from_spec as build
     return build(name, shape, params)
 
 
 #: Standard workloads ``export --all`` tries to match the log's workload keys with:
-#: ``(name, params)`` for :func:`tecomp.testing.workloads.get_workload`.
+#: ``(name, params)`` for :func:`tecomp.workloads.get_workload`.
 _STANDARD = (
     [("matmul", dict(M=n, N=n, K=n)) for n in (64, 128, 256, 512, 1024, 2048)]
     + [("batch_matmul", dict(B=b, M=n, N=n, K=n)) for b, n in ((8, 128), (16, 256), (12, 512))]
@@ -64,7 +64,7 @@ class _SpecField(argparse.Action):
             if "=" not in value:
                 parser.error(f"--param takes KEY=VALUE, got {value!r}")
             k, v = value.split("=", 1)
-            from ..testing.workloads import parse_value
+            from ..workloads import parse_value
             spec["params"][k] = parse_value(v)
 
 

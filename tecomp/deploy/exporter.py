@@ -26,7 +26,7 @@ def _as_named_dag(item):
     if isinstance(item, ComputeDAG):
         return None, item
     dag = getattr(item, "dag", None)
-    if isinstance(dag, ComputeDAG):  # a testing.workloads.Workload
+    if isinstance(dag, ComputeDAG):  # a tecomp.workloads.Workload
         return getattr(item, "name", None) or None, dag
     if isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[1], ComputeDAG):
         return str(item[0]), item[1]
@@ -73,7 +73,7 @@ def export(log, out_dir, dags, target="llvm", *, on_missing: str = "error", asse
         with a warning, when none match exactly).
     out_dir : str or path
     dags : list
-        ComputeDAGs (or ``testing.workloads`` Workloads, or ``(name, dag)`` pairs, whose name
+        ComputeDAGs (or ``tecomp.workloads`` Workloads, or ``(name, dag)`` pairs, whose name
         starts the kernel's name). A DAG whose workload key is already in the list is skipped.
     target : str or Target
         ``"llvm"``: the code is compiled for this host CPU (as ``tc.build`` compiles it).

@@ -1,6 +1,6 @@
 """The learned cost model: XGBoost on per-store features with Ansor's pack-sum objective.
 
-A program's score is the sum of its stores' scores (``shared/reference/ansor.md`` section 4). The
+A program's score is the sum of its stores' scores (Ansor's cost model; docs/ARCHITECTURE.md). The
 default loss is pairwise (below); the alternative is Ansor's weighted pack-sum squared error
 ``w * (sum_s f(s) - y)^2``, where the gradient of every row of a program is ``(sum - y) * w`` and
 the hessian ``w``. The label of a measured program is its
@@ -205,7 +205,7 @@ class XGBModel:
         candidates from the first round instead of scoring at random (``python -m
         tecomp.search.model_eval --other-log`` measures what that is worth). Returns how many
         programs were added."""
-        from .model_eval import candidates_from_records
+        from .record_candidates import candidates_from_records
         cands, costs, _ = candidates_from_records(task.dag, records)
         for c, f, cost in zip(cands, FeatureExtractor(task).extract(cands), costs):
             self.add_sample(c.key, f, cost, task.dag.workload_key)

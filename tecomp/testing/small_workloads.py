@@ -1,8 +1,8 @@
-"""Small shapes of every standard workload (:data:`tecomp.testing.workloads.WORKLOADS`), for tests
+"""Small shapes of every standard workload (:data:`tecomp.workloads.WORKLOADS`), for tests
 that run many schedules of each through the interpreter (odd sizes on purpose: tails)."""
 from __future__ import annotations
 
-from .workloads import WORKLOADS, get_workload
+from ..workloads import WORKLOADS, get_workload
 
 __all__ = ["SMALL_PARAMS", "small_workload"]
 

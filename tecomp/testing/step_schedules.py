@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..schedule import Schedule
-from . import workloads as W
+from ..workloads import builders as W
 
 __all__ = ["matmul_every_loop_step", "conv_compute_locations", "rfactor_and_align",
            "EVERY_STEP_KIND"]
