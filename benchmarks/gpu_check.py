@@ -106,7 +106,7 @@ def tecomp_case(name, wl, target, schedule=None, peer=None, rtol=1e-3, note=""):
     got = check(out if not isinstance(out, tuple) else out[0], wl.reference(x)[0], rtol)
     dev = [cr.DeviceArray.from_numpy(a) for a in x]
     dev += [cr.DeviceArray.empty(t.shape, t.dtype.np) for t in wl.dag.outputs]
-    compiled = k._compiled
+    compiled = k.compiled
     ms = time_events(lambda: compiled.run_device(dev))
     torch_ms, peer_note = None, ""
     if peer is not None:

@@ -1,6 +1,7 @@
 """``tc.build``: lower a DAG under a schedule, compile it for a target, and wrap it as a Kernel."""
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -41,6 +42,52 @@ class Kernel:
     @property
     def loop_ir(self) -> PrimFunc:
         return self.func
+
+    def source(self) -> str:
+        """The generated code as text: LLVM IR for ``llvm``, PTX (one ``.entry`` per kernel
+        launch) for ``cuda``."""
+        return self._compiled.source
+
+    @property
+    def compiled(self):
+        """The back end's compiled module: ``source`` and ``assembly()`` for both targets,
+        ``source_unoptimized`` for llvm, ``launches`` and ``ptxas_report`` for cuda."""
+        return self._compiled
+
+    def raw_call(self, arrays: list, *, device: bool = False):
+        """A zero-argument callable that runs the native code on ``arrays``, checking nothing.
+
+        For callers that validated the arguments once and run many times (measurement), where
+        ``__call__``'s per-call checks would be timed too. Passing arrays of other shapes or
+        dtypes, or index data that was not validated, is undefined behaviour.
+
+        Parameters
+        ----------
+        arrays : list
+            Every argument in order: the inputs, then the outputs (contiguous numpy arrays of the
+            DAG's shapes and dtypes; with ``device=True``, device arrays of a cuda kernel).
+        device : bool
+            Run a cuda kernel on device arrays in place (``compiled.run_device``) instead of
+            copying host arrays to the device and back.
+
+        Returns
+        -------
+        callable
+            Runs the kernel once per call and returns None.
+
+        Examples
+        --------
+        >>> call = kernel.raw_call([a, b, c])   # doctest: +SKIP
+        >>> call()                               # c now holds the result
+        """
+        if len(arrays) != len(self.func.params):
+            raise TypeError(f"raw_call takes {len(self.func.params)} arrays (inputs, then "
+                            f"outputs), got {len(arrays)}")
+        if device:
+            if self.target.kind is not TargetKind.CUDA:
+                raise ValueError(f"device=True needs a cuda kernel, this one is {self.target}")
+            return functools.partial(self._compiled.run_device, arrays)
+        return functools.partial(self._compiled.run, arrays)
 
     def source(self) -> str:
         """The generated code as text: LLVM IR for ``llvm``, PTX (one ``.entry`` per kernel

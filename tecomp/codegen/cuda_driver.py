@@ -1,7 +1,7 @@
 """The CUDA driver through cuda-python: loading, errors, lazy thread-safe context, device facts.
 
 Used by :mod:`.cuda_runtime` (memory, modules, launches, timing), which re-exports the public
-names. Every driver call returns ``(CUresult, *values)``; :func:`_call` checks each one and raises
+names. Every driver call returns ``(CUresult, *values)``; :func:`check_call` checks each one and raises
 :class:`CudaError` naming the call, the error's name and the driver's description. The first use
 runs ``cuInit``, retains device 0's primary context (the one CuPy and torch share) and makes it
 current; each further thread makes it current on its first use.
@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 
 __all__ = ["CudaUnavailableError", "CudaError", "available", "require", "probe", "device",
-           "Device", "synchronize"]
+           "Device", "synchronize", "check_call", "current_driver", "as_stream"]
 
 _STICKY = {"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
            "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
@@ -79,7 +79,7 @@ def _error_text(d, err) -> tuple:
     return name, text
 
 
-def _call(name: str, result, detail: str = ""):
+def check_call(name: str, result, detail: str = ""):
     """Check one driver call's ``(err, *values)``; return the values (one value bare)."""
     if isinstance(result, tuple):
         err, values = result[0], result[1:]
@@ -105,7 +105,7 @@ def _driver_init() -> int:
             name, text = _error_text(d, res[0])
             what = "no CUDA device" if name == "CUDA_ERROR_NO_DEVICE" else "the CUDA driver failed"
             raise CudaUnavailableError(f"{what}: cuInit returned {name}: {text}")
-        count = _call("cuDeviceGetCount", d.cuDeviceGetCount())
+        count = check_call("cuDeviceGetCount", d.cuDeviceGetCount())
         if not count:
             raise CudaUnavailableError("no CUDA device: the driver reports 0 devices")
     except CudaUnavailableError as e:
@@ -122,9 +122,9 @@ def probe(ordinal: int = 0) -> str:
         if not 0 <= ordinal < count:
             raise CudaUnavailableError(f"no CUDA device {ordinal}: this machine has {count}")
         d = _State.driver
-        dev = _call("cuDeviceGet", d.cuDeviceGet(ordinal))
+        dev = check_call("cuDeviceGet", d.cuDeviceGet(ordinal))
         A = d.CUdevice_attribute
-        cc = [_call("cuDeviceGetAttribute", d.cuDeviceGetAttribute(getattr(A, a), dev))
+        cc = [check_call("cuDeviceGetAttribute", d.cuDeviceGetAttribute(getattr(A, a), dev))
               for a in ("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR",
                         "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")]
     return "sm_%d%d" % tuple(int(c) for c in cc)
@@ -136,15 +136,15 @@ def _init(ordinal: int) -> None:
     d = _State.driver
     if not 0 <= ordinal < count:
         raise ValueError(f"device {ordinal} does not exist: this machine has {count} CUDA device(s)")
-    dev = _call("cuDeviceGet", d.cuDeviceGet(ordinal))
-    ctx = _call("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(dev))
-    _call("cuCtxSetCurrent", d.cuCtxSetCurrent(ctx))
+    dev = check_call("cuDeviceGet", d.cuDeviceGet(ordinal))
+    ctx = check_call("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(dev))
+    check_call("cuCtxSetCurrent", d.cuCtxSetCurrent(ctx))
     A = d.CUdevice_attribute
 
     def attr(a):
-        return int(_call("cuDeviceGetAttribute", d.cuDeviceGetAttribute(getattr(A, a), dev)))
+        return int(check_call("cuDeviceGetAttribute", d.cuDeviceGetAttribute(getattr(A, a), dev)))
 
-    raw = _call("cuDeviceGetName", d.cuDeviceGetName(256, dev))
+    raw = check_call("cuDeviceGetName", d.cuDeviceGetName(256, dev))
     name = raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else str(raw)
     _State.info = Device(ordinal, name.strip(),
                          (attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
@@ -157,7 +157,7 @@ def _init(ordinal: int) -> None:
     _State.generation += 1
 
 
-def _ensure():
+def current_driver():
     """The driver module, with this process's context current on the calling thread."""
     tls = _State.tls
     if getattr(tls, "generation", -1) == _State.generation and _State.ctx is not None:
@@ -165,7 +165,7 @@ def _ensure():
     with _State.lock:
         if _State.ctx is None:
             _init(0)
-        _call("cuCtxSetCurrent", _State.driver.cuCtxSetCurrent(_State.ctx))
+        check_call("cuCtxSetCurrent", _State.driver.cuCtxSetCurrent(_State.ctx))
         tls.generation = _State.generation
     return _State.driver
 
@@ -173,7 +173,7 @@ def _ensure():
 def available() -> bool:
     """True when kernels can run here (cuda-python, a driver and a device)."""
     try:
-        _ensure()
+        current_driver()
     except (CudaUnavailableError, CudaError):
         return False
     return True
@@ -182,7 +182,7 @@ def available() -> bool:
 def require() -> None:
     """Raise :class:`CudaUnavailableError` saying why CUDA cannot be used, if it cannot."""
     try:
-        _ensure()
+        current_driver()
     except CudaError as e:
         raise CudaUnavailableError(f"CUDA could not be initialized: {e}") from e
 
@@ -209,21 +209,22 @@ class Device:
 def device(n: int | None = None) -> Device:
     """The current device's description; ``device(n)`` first makes device ``n`` current (memory,
     modules and functions made before belong to the previous device)."""
-    _ensure()
+    current_driver()
     if n is not None and n != _State.ordinal:
         with _State.lock:
             _init(int(n))
-        _ensure()
+        current_driver()
     return _State.info
 
 
 def synchronize() -> None:
     """Wait for all work on the device (and surface errors of earlier launches)."""
-    d = _ensure()
-    _call("cuCtxSynchronize", d.cuCtxSynchronize())
+    d = current_driver()
+    check_call("cuCtxSynchronize", d.cuCtxSynchronize())
 
 
-def _stream(d, stream):
+def as_stream(d, stream):
+    """``stream`` (None: the default stream, an int handle, or a ``CUstream``) as a ``CUstream``."""
     if stream is None:
         return d.CUstream(0)
     if isinstance(stream, int):

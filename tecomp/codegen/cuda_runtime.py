@@ -17,10 +17,10 @@ from .cuda_driver import (
     CudaError,
     CudaUnavailableError,
     Device,
-    _call,
-    _ensure,
-    _stream,
+    as_stream,
     available,
+    check_call,
+    current_driver,
     device,
     probe,
     require,
@@ -34,7 +34,7 @@ __all__ = ["CudaUnavailableError", "CudaError", "available", "require", "device"
 # ----------------------------------------------------------------------------- memory
 def _free(ptr: int) -> None:
     try:
-        d = _ensure()
+        d = current_driver()
         d.cuMemFree(d.CUdeviceptr(ptr))
     except Exception:  # noqa: BLE001 - a finalizer must not raise (e.g. after a sticky error)
         pass
@@ -60,8 +60,8 @@ class DeviceArray:
         """Uninitialized device memory for ``shape`` x ``dtype``."""
         shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        d = _ensure()
-        ptr = int(_call("cuMemAlloc", d.cuMemAlloc(nbytes))) if nbytes else 0
+        d = current_driver()
+        ptr = int(check_call("cuMemAlloc", d.cuMemAlloc(nbytes))) if nbytes else 0
         return cls(ptr, shape, dtype, _owning=True)
 
     @classmethod
@@ -99,8 +99,8 @@ class DeviceArray:
         if self.readonly:
             raise ValueError("this device array is read-only")
         if self.nbytes:
-            d = _ensure()
-            _call("cuMemcpyHtoD", d.cuMemcpyHtoD(d.CUdeviceptr(self.ptr), a.ctypes.data, self.nbytes))
+            d = current_driver()
+            check_call("cuMemcpyHtoD", d.cuMemcpyHtoD(d.CUdeviceptr(self.ptr), a.ctypes.data, self.nbytes))
 
     def to_numpy(self, out=None) -> np.ndarray:
         """Copy to the host (waits for earlier launches on the default stream); into ``out`` (a
@@ -112,15 +112,15 @@ class DeviceArray:
             raise ValueError(f"out must be a writeable C-contiguous numpy array of "
                              f"{self.dtype}{list(self.shape)}")
         if self.nbytes:
-            d = _ensure()
-            _call("cuMemcpyDtoH", d.cuMemcpyDtoH(out.ctypes.data, d.CUdeviceptr(self.ptr), self.nbytes))
+            d = current_driver()
+            check_call("cuMemcpyDtoH", d.cuMemcpyDtoH(out.ctypes.data, d.CUdeviceptr(self.ptr), self.nbytes))
         return out
 
     def fill_bytes(self, value: int) -> None:
         """Set every byte to ``value`` (0xFF makes every float NaN: used to poison outputs)."""
         if self.nbytes:
-            d = _ensure()
-            _call("cuMemsetD8", d.cuMemsetD8(d.CUdeviceptr(self.ptr), int(value) & 0xFF, self.nbytes))
+            d = current_driver()
+            check_call("cuMemsetD8", d.cuMemsetD8(d.CUdeviceptr(self.ptr), int(value) & 0xFF, self.nbytes))
 
     def free(self) -> None:
         """Release the memory now (owning arrays; a no-op for views)."""
@@ -154,8 +154,8 @@ def as_device_array(obj, name: str = "array") -> DeviceArray:
     if hasattr(obj, "__cuda_array_interface__"):
         view = _interop.parse_cuda_array_interface(obj.__cuda_array_interface__, name)
         if view.stream is not None:  # CAI v3: the producer's work on that stream must finish first
-            d = _ensure()
-            _call("cuStreamSynchronize", d.cuStreamSynchronize(d.CUstream(view.stream)))
+            d = current_driver()
+            check_call("cuStreamSynchronize", d.cuStreamSynchronize(d.CUstream(view.stream)))
         return DeviceArray(view.ptr, view.shape, view.dtype, owner=obj, readonly=view.readonly)
     if hasattr(obj, "__dlpack_device__") and hasattr(obj, "__dlpack__"):
         kind, _ = _interop.dlpack_device(obj)
@@ -165,7 +165,7 @@ def as_device_array(obj, name: str = "array") -> DeviceArray:
                             f"array instead (np.asarray(...)), which the kernel copies")
         if kind not in (_interop.KDL_CUDA, _interop.KDL_CUDA_MANAGED):
             raise TypeError(f"{name} lives on DLPack device type {kind}, not a CUDA device")
-        _ensure()
+        current_driver()
         view = _interop.read_dlpack(obj, name)
         return DeviceArray(view.ptr, view.shape, view.dtype, owner=view.keepalive)
     raise TypeError(f"{name} of type {type(obj).__name__} is not a device array: it has neither "
@@ -183,7 +183,7 @@ class Module:
     """
 
     def __init__(self, ptx):
-        d = _ensure()
+        d = current_driver()
         image = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
         if not image.endswith(b"\0"):
             image += b"\0"  # the driver reads PTX as a NUL-terminated string
@@ -194,7 +194,7 @@ class Module:
                 J.CU_JIT_INFO_LOG_BUFFER, J.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES]
         res = d.cuModuleLoadDataEx(image, len(opts), opts, [err_log, size, info_log, size])
         detail = err_log.split(b"\0", 1)[0].decode(errors="replace")
-        self._handle = _call("cuModuleLoadDataEx", res, detail=detail and f"JIT log:\n{detail}")
+        self._handle = check_call("cuModuleLoadDataEx", res, detail=detail and f"JIT log:\n{detail}")
         self.info_log = info_log.split(b"\0", 1)[0].decode(errors="replace")
         self._functions: dict = {}
         self._fin = weakref.finalize(self, _unload, self._handle)
@@ -204,15 +204,16 @@ class Module:
         """The kernel (``.entry``) called ``name``."""
         f = self._functions.get(name)
         if f is None:
-            d = _ensure()
-            h = _call(f"cuModuleGetFunction({name!r})", d.cuModuleGetFunction(self._handle, name.encode()))
+            d = current_driver()
+            h = check_call(f"cuModuleGetFunction({name!r})",
+                           d.cuModuleGetFunction(self._handle, name.encode()))
             f = self._functions[name] = Function(self, name, h)
         return f
 
 
 def _unload(handle) -> None:
     try:
-        _ensure().cuModuleUnload(handle)
+        current_driver().cuModuleUnload(handle)
     except Exception:  # noqa: BLE001 - finalizer
         pass
 
@@ -264,9 +265,9 @@ class Function:
 
     def attribute(self, name: str) -> int:
         """A ``CU_FUNC_ATTRIBUTE_*`` value, e.g. ``attribute("NUM_REGS")``."""
-        d = _ensure()
+        d = current_driver()
         a = getattr(d.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
-        return int(_call("cuFuncGetAttribute", d.cuFuncGetAttribute(a, self._handle)))
+        return int(check_call("cuFuncGetAttribute", d.cuFuncGetAttribute(a, self._handle)))
 
     def launch(self, grid, block, args, shared_bytes: int = 0, stream=None) -> None:
         """Launch on ``grid`` x ``block`` (1 to 3 extents each) with ``args``: DeviceArray (or any
@@ -274,7 +275,7 @@ class Function:
         values (their own type). ``shared_bytes`` of dynamic shared memory (above 48 KiB the
         function's limit is raised first). Asynchronous: errors of the kernel itself surface at the
         next synchronizing call."""
-        d = _ensure()
+        d = current_driver()
         g, b = _dim3(grid, "grid"), _dim3(block, "block")
         packed = [_param(a, i) for i, a in enumerate(args)]
         values = [p[0] for p in packed]
@@ -282,12 +283,12 @@ class Function:
         shared_bytes = int(shared_bytes)
         if shared_bytes > self._dynamic_shared:
             attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            _call("cuFuncSetAttribute", d.cuFuncSetAttribute(self._handle, attr, shared_bytes))
+            check_call("cuFuncSetAttribute", d.cuFuncSetAttribute(self._handle, attr, shared_bytes))
             self._dynamic_shared = shared_bytes
         # kernelParams as the address of a void*[] (the binding's int form), kept alive here
-        res = d.cuLaunchKernel(self._handle, *g, *b, shared_bytes, _stream(d, stream),
+        res = d.cuLaunchKernel(self._handle, *g, *b, shared_bytes, as_stream(d, stream),
                                ctypes.addressof(params) if values else 0, 0)
-        _call(f"cuLaunchKernel({self.name!r}, grid={g}, block={b}, shared={shared_bytes})", res)
+        check_call(f"cuLaunchKernel({self.name!r}, grid={g}, block={b}, shared={shared_bytes})", res)
         del packed  # the driver copied the parameters at launch
 
 
@@ -298,22 +299,22 @@ def time_function(fn_launch, number: int = 10, repeat: int = 3, warmup: int = 1,
     elapsed event time of ``number`` calls divided by ``number``."""
     if number < 1 or repeat < 1:
         raise ValueError(f"number and repeat must be >= 1, got {number}, {repeat}")
-    d = _ensure()
-    s = _stream(d, stream)
+    d = current_driver()
+    s = as_stream(d, stream)
     for _ in range(warmup):
         fn_launch()
-    _call("cuStreamSynchronize", d.cuStreamSynchronize(s))
-    start = _call("cuEventCreate", d.cuEventCreate(0))
-    end = _call("cuEventCreate", d.cuEventCreate(0))
+    check_call("cuStreamSynchronize", d.cuStreamSynchronize(s))
+    start = check_call("cuEventCreate", d.cuEventCreate(0))
+    end = check_call("cuEventCreate", d.cuEventCreate(0))
     try:
         out = []
         for _ in range(repeat):
-            _call("cuEventRecord", d.cuEventRecord(start, s))
+            check_call("cuEventRecord", d.cuEventRecord(start, s))
             for _ in range(number):
                 fn_launch()
-            _call("cuEventRecord", d.cuEventRecord(end, s))
-            _call("cuEventSynchronize", d.cuEventSynchronize(end))
-            ms = _call("cuEventElapsedTime", d.cuEventElapsedTime(start, end))
+            check_call("cuEventRecord", d.cuEventRecord(end, s))
+            check_call("cuEventSynchronize", d.cuEventSynchronize(end))
+            ms = check_call("cuEventElapsedTime", d.cuEventElapsedTime(start, end))
             out.append(float(ms) * 1e-3 / number)
         return out
     finally:

@@ -34,7 +34,7 @@ from .llvm_jit import LOCK, assembly, ensure_init, host_cpu, jit, triple_and_lay
 from .llvm_vector import emit_vector_loop
 from .parallel import emit_parallel
 
-__all__ = ["CompiledCPU", "compile_cpu", "emit_module", "host_cpu"]
+__all__ = ["CompiledCPU", "compile_cpu", "emit_cpu", "emit_module", "host_cpu", "kernel_symbol"]
 
 #: allocations of at most this many bytes with a constant size live on the stack
 MAX_STACK_ALLOC = 64 * 1024
@@ -47,7 +47,9 @@ _RESERVED = {"exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "fm
              "tecomp_parallel_for"}
 
 
-def _symbol(name: str) -> str:
+def kernel_symbol(name: str) -> str:
+    """The LLVM symbol of a kernel named ``name``: an identifier that no runtime name can clash
+    with (the NVPTX emitter names its entries the same way)."""
     s = ident(name) or "kernel"
     if s[0].isdigit() or s in _RESERVED or s.startswith("__"):
         s = "tecomp_" + s
@@ -80,7 +82,7 @@ class StmtEmitter(ExprEmitter):
              ForKind.VECTORIZED: "loop_vectorized", ForKind.UNROLLED: "loop_unrolled"}
 
     def __init__(self, func: PrimFunc):
-        self.symbol = _symbol(func.name)
+        self.symbol = kernel_symbol(func.name)
         module = ir.Module(name=self.symbol)
         module.triple, module.data_layout = triple_and_layout()
         fn = self.fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * len(func.params)),
@@ -280,7 +282,8 @@ class StmtEmitter(ExprEmitter):
 
 # ----------------------------------------------------------------------------- public API
 
-def _emit(func: PrimFunc) -> StmtEmitter:
+def emit_cpu(func: PrimFunc) -> StmtEmitter:
+    """Check ``func`` for the CPU, verify it and emit it; the emitter holds the LLVM module."""
     _check_cpu(func)
     verify(func)
     ensure_init()
@@ -292,7 +295,7 @@ def _emit(func: PrimFunc) -> StmtEmitter:
 def emit_module(func: PrimFunc) -> str:
     """The unoptimized LLVM IR text of ``func`` (no JIT)."""
     with LOCK:
-        return str(_emit(func).module)
+        return str(emit_cpu(func).module)
 
 
 class CompiledCPU:
@@ -335,7 +338,7 @@ def compile_cpu(func: PrimFunc, opt_level: int = 3) -> CompiledCPU:
     if not 0 <= opt_level <= 3:
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level}")
     with LOCK:
-        em = _emit(func)
+        em = emit_cpu(func)
         text = str(em.module)
         optimized, engine, address = jit(text, em.symbol, opt_level)
     return CompiledCPU(func, em.symbol, optimized, text, engine, address)

@@ -12,7 +12,7 @@ import threading
 import llvmlite.binding as llvm
 
 __all__ = ["LOCK", "ensure_init", "host_cpu", "target_machine", "triple_and_layout", "jit",
-           "assembly", "compile_object", "load_object"]
+           "assembly", "compile_object", "load_object", "optimize_module"]
 
 LOCK = threading.RLock()
 _INITIALIZED = False
@@ -70,7 +70,7 @@ def triple_and_layout() -> tuple:
     return _LAYOUT
 
 
-def _optimize(mod, tm, opt_level: int) -> None:
+def optimize_module(mod, tm, opt_level: int) -> None:
     """Run LLVM's new-pass-manager pipeline at ``opt_level`` on ``mod`` in place."""
     if opt_level == 0:
         return
@@ -94,7 +94,7 @@ def jit(text: str, symbol: str, opt_level: int) -> tuple:
         mod = llvm.parse_assembly(text)
         mod.verify()
         tm = target_machine(opt_level)
-        _optimize(mod, tm, opt_level)
+        optimize_module(mod, tm, opt_level)
         optimized = str(mod)
         engine = llvm.create_mcjit_compiler(mod, tm)  # the engine takes ownership of tm and mod
         engine.finalize_object()
@@ -123,7 +123,7 @@ def compile_object(text: str, opt_level: int) -> tuple:
         mod = llvm.parse_assembly(text)
         mod.verify()
         tm = target_machine(opt_level)
-        _optimize(mod, tm, opt_level)
+        optimize_module(mod, tm, opt_level)
         optimized = str(mod)
         obj = tm.emit_object(mod)
     return optimized, bytes(obj)

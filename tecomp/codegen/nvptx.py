@@ -25,9 +25,9 @@ import llvmlite.ir as ir
 
 from ..ir.expr import Const, UnOp
 from ..ir.loop import Allocate, Barrier, For, ForKind, PrimFunc, Scope, ThreadAxis, verify
-from .llvm_cpu import MAX_EMIT_UNROLL, MAX_STACK_ALLOC, StmtEmitter, _symbol
+from .llvm_cpu import MAX_EMIT_UNROLL, MAX_STACK_ALLOC, StmtEmitter, kernel_symbol
 from .llvm_expr import I32, VOID, ExprEmitter, ident, mem_type, reg_type
-from .llvm_jit import LOCK, _optimize
+from .llvm_jit import LOCK, optimize_module
 from .nvptx_math import emit_math
 
 __all__ = ["CompiledCuda", "compile_cuda", "emit_nvptx_module", "ptx_from_ir", "TRIPLE"]
@@ -167,7 +167,7 @@ def emit_nvptx_module(func: PrimFunc, info, arch: str = "sm_90") -> str:
     verify(func)
     with LOCK:
         tm = target_machine(arch)
-        module = ir.Module(name=_symbol(func.name))
+        module = ir.Module(name=kernel_symbol(func.name))
         module.triple, module.data_layout = TRIPLE, str(tm.target_data)
         for launch in info.launches:
             KernelEmitter(func, module, launch).run()
@@ -189,7 +189,7 @@ def ptx_from_ir(text: str, arch: str = "sm_90", opt_level: int = 3) -> tuple:
         mod = llvm.parse_assembly(text)
         mod.verify()
         tm = target_machine(arch, opt_level)
-        _optimize(mod, tm, opt_level)
+        optimize_module(mod, tm, opt_level)
         return str(mod), tm.emit_assembly(mod)
 
 

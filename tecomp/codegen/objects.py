@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from ..ir.loop import PrimFunc
-from .llvm_cpu import CompiledCPU, _emit
+from .llvm_cpu import CompiledCPU, emit_cpu
 from .llvm_jit import LOCK, ensure_init, host_cpu, load_object, triple_and_layout
 from .llvm_jit import compile_object as _compile_ir
 from .threadpool import DYNAMIC_ENTRY, ENTRY
@@ -71,7 +71,7 @@ def compile_object(func: PrimFunc, opt_level: int = 3) -> KernelObject:
     if not 0 <= opt_level <= 3:
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level}")
     with LOCK:
-        em = _emit(func)
+        em = emit_cpu(func)
         text = str(em.module)
         optimized, obj = _compile_ir(text, opt_level)
     return KernelObject(em.symbol, optimized, text, obj, imports_of(optimized))

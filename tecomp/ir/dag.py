@@ -219,7 +219,7 @@ class ComputeDAG:
         """
         if self._flop_override is not None:
             return float(self._flop_override)
-        data = self._index_data(inputs)
+        data = self.index_data(inputs)
         total = 0.0
         for s in self.compute_stages:
             op = s.op
@@ -230,7 +230,20 @@ class ComputeDAG:
             total += per_point * _trip_count(op.axes + op.reduce_axes, data)
         return total
 
-    def _index_data(self, inputs) -> dict:
+    def index_data(self, inputs: dict | None = None) -> dict:
+        """The index arrays that data-dependent loop bounds read (CSR row pointers), by tensor.
+
+        Parameters
+        ----------
+        inputs : dict, optional
+            Real index data, tensor or input name -> array; it is used where given.
+
+        Returns
+        -------
+        dict
+            Tensor -> numpy array: the given data, and for every other tensor a loop bound reads, a
+            uniform stand-in with the declared nnz (what FLOP counts and features assume).
+        """
         data = {}
         by_name = {t.name: t for t in self.inputs}
         for k, v in (inputs or {}).items():

@@ -9,7 +9,10 @@ import numpy as np
 
 from .expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, TensorRead, UnOp, UnOpKind, Var
 
-_BIN = {
+__all__ = ["eval_np", "NP_BINARY", "NP_UNARY"]
+
+#: the numpy function of each operator (the interpreter calls the same ones)
+NP_BINARY = {
     BinOpKind.ADD: np.add, BinOpKind.SUB: np.subtract, BinOpKind.MUL: np.multiply,
     BinOpKind.DIV: np.true_divide, BinOpKind.FLOORDIV: np.floor_divide, BinOpKind.MOD: np.mod,
     BinOpKind.MIN: np.minimum, BinOpKind.MAX: np.maximum, BinOpKind.LT: np.less,
@@ -24,7 +27,7 @@ def _sigmoid(x):
         return (1 / (1 + np.exp(-x))).astype(x.dtype)
 
 
-_UN = {
+NP_UNARY = {
     UnOpKind.NEG: np.negative, UnOpKind.NOT: np.logical_not, UnOpKind.EXP: np.exp,
     UnOpKind.LOG: np.log, UnOpKind.SQRT: np.sqrt, UnOpKind.TANH: np.tanh,
     UnOpKind.SIGMOID: _sigmoid, UnOpKind.ABS: np.abs,
@@ -64,13 +67,13 @@ def eval_np(e: Expr, env: dict, data: dict, mask=None):
     if isinstance(e, UnOp):
         a = eval_np(e.a, env, data, mask)
         with np.errstate(all="ignore"):
-            return np.asarray(_UN[e.op](a)).astype(t)
+            return np.asarray(NP_UNARY[e.op](a)).astype(t)
     if isinstance(e, BinOp):
         a, b = eval_np(e.a, env, data, mask), eval_np(e.b, env, data, mask)
         with np.errstate(all="ignore"):
             if e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and e.a.dtype.is_int:
                 safe = np.where(b == 0, 1, b)
-                r = _BIN[e.op](a, safe)
+                r = NP_BINARY[e.op](a, safe)
                 return np.where(b == 0, 0, r).astype(t)
-            return np.asarray(_BIN[e.op](a, b)).astype(t)
+            return np.asarray(NP_BINARY[e.op](a, b)).astype(t)
     raise TypeError(f"cannot evaluate {type(e).__name__} with numpy")

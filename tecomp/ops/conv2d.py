@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import ir
 from ..ir.tensor import Tensor
-from . import _checks as chk
+from . import arguments as chk
 
 __all__ = ["conv2d", "pad2d", "conv2d_output_shape", "normalize_conv2d_args"]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import ir
 from ..ir.tensor import Tensor
-from . import _checks as chk
+from . import arguments as chk
 
 __all__ = ["matmul", "batch_matmul"]
 

@@ -10,10 +10,10 @@ from ..ir.tensor import ComputeOp, Tensor
 from ..ir.traverse import transform
 from .inline import effective_readers
 from .state import ComputeLocation, ScheduleError, StageState, State
-from .steps import Step, _iname, _iter, _register, _sname, _stage
+from .steps import Step, checked_iter, checked_stage, iter_repr, register_step, stage_repr
 
 __all__ = ["ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheWriteStep",
-           "CacheReadStep", "StorageAlignStep", "SCOPES", "aligned_strides"]
+           "CacheReadStep", "StorageAlignStep", "SCOPES", "aligned_strides", "insert_stage"]
 
 SCOPES = ("global", "shared", "local")
 
@@ -28,7 +28,7 @@ def _attach_chain(state: State, sid: int) -> list:
     return out
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class ComputeAtStep(Step):
     """Compute stage ``stage_id`` inside loop ``target_iter_id`` of stage ``target_stage_id``, over the
@@ -39,9 +39,9 @@ class ComputeAtStep(Step):
     target_iter_id: int
 
     def apply(self, state):
-        s = _stage(state, self.stage_id, "compute_at")
-        t = _stage(state, self.target_stage_id, "compute_at")
-        it = _iter(t, self.target_iter_id, "compute_at")
+        s = checked_stage(state, self.stage_id, "compute_at")
+        t = checked_stage(state, self.target_stage_id, "compute_at")
+        it = checked_iter(t, self.target_iter_id, "compute_at")
         if s.op.is_ragged:
             raise ScheduleError(f"compute_at: '{s.name}' has a data-dependent output domain")
         if any(s.tensor is o for o in state.dag.outputs):
@@ -66,11 +66,12 @@ class ComputeAtStep(Step):
         s.invalidate()
 
     def python(self, state):
-        return (f"s[{_sname(state, self.stage_id)}].compute_at(s[{_sname(state, self.target_stage_id)}]"
-                f", {_iname(state, self.target_stage_id, self.target_iter_id)})")
+        target = stage_repr(state, self.target_stage_id)
+        return (f"s[{stage_repr(state, self.stage_id)}].compute_at(s[{target}]"
+                f", {iter_repr(state, self.target_stage_id, self.target_iter_id)})")
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class ComputeInlineStep(Step):
     """Substitute the stage's expression into its readers; it gets no loops or buffer."""
@@ -78,7 +79,7 @@ class ComputeInlineStep(Step):
     stage_id: int
 
     def apply(self, state):
-        s = _stage(state, self.stage_id, "compute_inline")
+        s = checked_stage(state, self.stage_id, "compute_inline")
         if isinstance(s.op.body, Reduce):
             raise ScheduleError(f"compute_inline: '{s.name}' is a reduction; only elementwise "
                                 f"stages can be inlined")
@@ -94,10 +95,10 @@ class ComputeInlineStep(Step):
         s.invalidate()
 
     def python(self, state):
-        return f"s[{_sname(state, self.stage_id)}].compute_inline()"
+        return f"s[{stage_repr(state, self.stage_id)}].compute_inline()"
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class ComputeRootStep(Step):
     """Compute the stage at the top level, over its whole domain."""
@@ -112,10 +113,12 @@ class ComputeRootStep(Step):
         s.invalidate()
 
     def python(self, state):
-        return f"s[{_sname(state, self.stage_id)}].compute_root()"
+        return f"s[{stage_repr(state, self.stage_id)}].compute_root()"
 
 
-def _insert_stage(state: State, pos: int, stage: StageState) -> None:
+def insert_stage(state: State, pos: int, stage: StageState) -> None:
+    """Insert a new stage at ``pos`` (cache stages, rfactor), renumbering the attach points of the
+    stages after it."""
     state.stages.insert(pos, stage)
     for o in state.stages:  # a stage's loops do not depend on the index of its attach target
         if o.attach is not None and o.attach[0] >= pos:
@@ -136,7 +139,7 @@ def _check_scope(scope):
         raise ScheduleError(f"unknown memory scope {scope!r}; use one of {SCOPES}")
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class CacheWriteStep(Step):
     """Compute the stage into a new buffer of ``scope`` (a new stage ``NAME.scope`` placed before it);
@@ -146,7 +149,7 @@ class CacheWriteStep(Step):
     scope: str
 
     def apply(self, state):
-        s = _stage(state, self.stage_id, "cache_write")
+        s = checked_stage(state, self.stage_id, "cache_write")
         _check_scope(self.scope)
         if s.op.is_ragged:
             raise ScheduleError(f"cache_write: '{s.name}' has a data-dependent output domain")
@@ -162,13 +165,13 @@ class CacheWriteStep(Step):
         s.invalidate()
         new = StageState(cache, cache_op)
         new.scope = self.scope
-        _insert_stage(state, self.stage_id, new)
+        insert_stage(state, self.stage_id, new)
 
     def python(self, state):
-        return f"s.cache_write({_sname(state, self.stage_id)}, {self.scope!r})"
+        return f"s.cache_write({stage_repr(state, self.stage_id)}, {self.scope!r})"
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class CacheReadStep(Step):
     """Copy the stage's tensor into a new buffer of ``scope`` (a new stage ``NAME.scope`` placed right
@@ -195,7 +198,7 @@ class CacheReadStep(Step):
         if not self.reader_ids:
             raise ScheduleError(f"cache_read of '{src.name}': no readers given")
         for r in self.reader_ids:
-            rs = _stage(state, r, "cache_read")
+            rs = checked_stage(state, r, "cache_read")
             if not any(t is src.tensor for t in rs.op.inputs):
                 raise ScheduleError(f"cache_read: '{rs.name}' does not read '{src.name}'")
         t = src.tensor
@@ -217,7 +220,7 @@ class CacheReadStep(Step):
                               checks=o.checks, tag=o.tag)
         new = StageState(cache, cache.op)
         new.scope = self.scope
-        _insert_stage(state, self.stage_id + 1, new)
+        insert_stage(state, self.stage_id + 1, new)
 
     def _cache(self, t, src):
         """The cache tensor and the map from indices of ``t`` to indices of the cache."""
@@ -249,12 +252,12 @@ class CacheReadStep(Step):
         return Tensor(op, shape, t.dtype, name), to_cache
 
     def python(self, state):
-        readers = ", ".join(f"s[{_sname(state, r)}]" for r in self.reader_ids)
+        readers = ", ".join(f"s[{stage_repr(state, r)}]" for r in self.reader_ids)
         pack = f", pack={tuple(self.pack)}" if self.pack else ""
-        return f"s.cache_read({_sname(state, self.stage_id)}, {self.scope!r}, [{readers}]{pack})"
+        return f"s.cache_read({stage_repr(state, self.stage_id)}, {self.scope!r}, [{readers}]{pack})"
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class StorageAlignStep(Step):
     """Pad the stride of dimension ``axis`` of the stage's buffer so that it is ``k * factor +
@@ -267,7 +270,7 @@ class StorageAlignStep(Step):
     offset: int
 
     def apply(self, state):
-        s = _stage(state, self.stage_id, "storage_align")
+        s = checked_stage(state, self.stage_id, "storage_align")
         if any(s.tensor is t for t in state.dag.tensors):
             raise ScheduleError(f"storage_align: '{s.name}' is a kernel argument; its layout is "
                                 f"the caller's")
@@ -279,7 +282,7 @@ class StorageAlignStep(Step):
         s.align = {**s.align, self.axis: (self.factor, self.offset)}
 
     def python(self, state):
-        return (f"s[{_sname(state, self.stage_id)}].storage_align({self.axis}, {self.factor}, "
+        return (f"s[{stage_repr(state, self.stage_id)}].storage_align({self.axis}, {self.factor}, "
                 f"{self.offset})")
 
 

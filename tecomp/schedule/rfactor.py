@@ -8,14 +8,14 @@ from ..ir import dtype as dt
 from ..ir.expr import Const, IterKind, IterVar, Reduce, select
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.traverse import free_vars, substitute
-from .compute_steps import _insert_stage
+from .compute_steps import insert_stage
 from .state import ComputeLocation, ScheduleError, StageState
-from .steps import Step, _iname, _iter, _register, _sname, _stage
+from .steps import Step, checked_iter, checked_stage, iter_repr, register_step, stage_repr
 
 __all__ = ["RfactorStep"]
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class RfactorStep(Step):
     """Reduction loop ``iter_id`` (a root reduction axis or a split piece of one) becomes a spatial
@@ -28,8 +28,8 @@ class RfactorStep(Step):
     factor_iter_id: int
 
     def apply(self, state):
-        s = _stage(state, self.stage_id, "rfactor")
-        it = _iter(s, self.iter_id, "rfactor")
+        s = checked_stage(state, self.stage_id, "rfactor")
+        it = checked_iter(s, self.iter_id, "rfactor")
         op = s.op
         if not isinstance(op.body, Reduce):
             raise ScheduleError(f"rfactor: '{s.name}' is not a reduction")
@@ -102,10 +102,10 @@ class RfactorStep(Step):
                          checks=op.checks, tag=op.tag)
         s.relations = []
         s.invalidate()
-        _insert_stage(state, self.stage_id, StageState(rf, rf_op))
+        insert_stage(state, self.stage_id, StageState(rf, rf_op))
 
     def python(self, state):
-        s, i = _sname(state, self.stage_id), _iname(state, self.stage_id, self.iter_id)
+        s, i = stage_repr(state, self.stage_id), iter_repr(state, self.stage_id, self.iter_id)
         return f"s.rfactor({s}, {i}, factor_axis={self.factor_iter_id})"
 
 

@@ -18,12 +18,15 @@ from ..ir.traverse import substitute
 from .state import Annotation, ComputeLocation, Iter, LoopNest, ScheduleError, State
 
 __all__ = ["Step", "SplitStep", "FuseStep", "ReorderStep", "AnnotationStep", "PragmaStep",
-           "step_from_record", "STEP_KINDS"]
+           "step_from_record", "STEP_KINDS", "register_step", "checked_stage", "checked_iter",
+           "stage_repr", "iter_repr"]
 
 STEP_KINDS: dict = {}
 
 
-def _register(cls):
+def register_step(cls):
+    """Class decorator of a step kind: enters it in :data:`STEP_KINDS` under its ``code``, so that
+    records of that code replay through it (docs/ARCHITECTURE.md: adding a step kind)."""
     STEP_KINDS[cls.code] = cls
     return cls
 
@@ -75,7 +78,9 @@ def step_from_record(rec: list) -> Step:
     return STEP_KINDS[rec[0]].from_record(rec)
 
 
-def _stage(state: State, sid: int, what: str):
+def checked_stage(state: State, sid: int, what: str):
+    """``state.stages[sid]``, or a :class:`ScheduleError` naming ``what`` when ``sid`` is out of
+    range or names an input (placeholder); every step's ``apply`` starts here."""
     if not 0 <= sid < len(state.stages):
         raise ScheduleError(f"{what}: stage {sid} out of range")
     s = state.stages[sid]
@@ -86,7 +91,8 @@ def _stage(state: State, sid: int, what: str):
     return s
 
 
-def _iter(stage, iid: int, what: str) -> Iter:
+def checked_iter(stage, iid: int, what: str) -> Iter:
+    """Loop ``iid`` of ``stage``, or a :class:`ScheduleError` naming ``what``."""
     iters = stage.iters
     if not 0 <= iid < len(iters):
         raise ScheduleError(f"{what}: stage '{stage.name}' has no loop {iid} "
@@ -94,11 +100,13 @@ def _iter(stage, iid: int, what: str) -> Iter:
     return iters[iid]
 
 
-def _sname(state, sid):
+def stage_repr(state, sid):
+    """The stage's name quoted, as a step's ``python()`` prints it."""
     return repr(state.stages[sid].name)
 
 
-def _iname(state, sid, iid):
+def iter_repr(state, sid, iid):
+    """The loop's name quoted, as a step's ``python()`` prints it."""
     return repr(state.stages[sid].iters[iid].name)
 
 
@@ -184,7 +192,7 @@ def _ceildiv(e, f: int):
 
 # ----------------------------------------------------------------------------- loop structure
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class SplitStep(Step):
     """Split loop ``iter_id`` into ``len(lengths) + 1`` loops. With ``inner_to_outer`` the lengths
@@ -197,8 +205,8 @@ class SplitStep(Step):
     inner_to_outer: bool = True
 
     def apply(self, state):
-        s = _stage(state, self.stage_id, "split")
-        it = _iter(s, self.iter_id, "split")
+        s = checked_stage(state, self.stage_id, "split")
+        it = checked_iter(s, self.iter_id, "split")
         if not self.lengths or any(not isinstance(x, int) or x < 1 for x in self.lengths):
             raise ScheduleError(f"split of '{it.name}': lengths must be positive ints, "
                                 f"got {list(self.lengths)}")
@@ -233,7 +241,7 @@ class SplitStep(Step):
         return pos + len(self.lengths) if pos >= self.iter_id else pos
 
     def python(self, state):
-        s, i = _sname(state, self.stage_id), _iname(state, self.stage_id, self.iter_id)
+        s, i = stage_repr(state, self.stage_id), iter_repr(state, self.stage_id, self.iter_id)
         if len(self.lengths) == 1:
             kw = "factor" if self.inner_to_outer else "nparts"
             return f"s[{s}].split({i}, {kw}={self.lengths[0]})"
@@ -241,7 +249,7 @@ class SplitStep(Step):
                 f"{'' if self.inner_to_outer else ', inner_to_outer=False'})")
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class FuseStep(Step):
     """Fuse adjacent loops (outer to inner) into one."""
@@ -250,9 +258,9 @@ class FuseStep(Step):
     iter_ids: tuple
 
     def apply(self, state):
-        s = _stage(state, self.stage_id, "fuse")
+        s = checked_stage(state, self.stage_id, "fuse")
         ids = list(self.iter_ids)
-        its = [_iter(s, i, "fuse") for i in ids]
+        its = [checked_iter(s, i, "fuse") for i in ids]
         if len(ids) < 2 or ids != list(range(ids[0], ids[0] + len(ids))):
             raise ScheduleError(f"fuse on '{s.name}': loops {[i.name for i in its]} are not "
                                 f"adjacent (positions {ids}); reorder them first")
@@ -286,11 +294,11 @@ class FuseStep(Step):
         return first if pos <= last else pos - (last - first)
 
     def python(self, state):
-        names = ", ".join(_iname(state, self.stage_id, i) for i in self.iter_ids)
-        return f"s[{_sname(state, self.stage_id)}].fuse({names})"
+        names = ", ".join(iter_repr(state, self.stage_id, i) for i in self.iter_ids)
+        return f"s[{stage_repr(state, self.stage_id)}].fuse({names})"
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class ReorderStep(Step):
     """Put the loops in the order ``order`` (a permutation of loop positions)."""
@@ -299,7 +307,7 @@ class ReorderStep(Step):
     order: tuple
 
     def apply(self, state):
-        s = _stage(state, self.stage_id, "reorder")
+        s = checked_stage(state, self.stage_id, "reorder")
         if sorted(self.order) != list(range(len(s.iters))):
             raise ScheduleError(f"reorder on '{s.name}': {list(self.order)} is not a permutation of "
                                 f"its {len(s.iters)} loops")
@@ -312,15 +320,15 @@ class ReorderStep(Step):
         return self.order.index(pos)
 
     def python(self, state):
-        names = ", ".join(_iname(state, self.stage_id, i) for i in self.order)
-        return f"s[{_sname(state, self.stage_id)}].reorder({names})"
+        names = ", ".join(iter_repr(state, self.stage_id, i) for i in self.order)
+        return f"s[{stage_repr(state, self.stage_id)}].reorder({names})"
 
 
 _ANN_METHOD = {Annotation.UNROLL: "unroll", Annotation.VECTORIZE: "vectorize",
                Annotation.PARALLEL: "parallel"}
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class AnnotationStep(Step):
     """Mark a loop parallel, vectorized, unrolled, or bound to a GPU thread axis."""
@@ -330,8 +338,8 @@ class AnnotationStep(Step):
     annotation: Annotation
 
     def apply(self, state):
-        s = _stage(state, self.stage_id, "annotate")
-        it = _iter(s, self.iter_id, "annotate")
+        s = checked_stage(state, self.stage_id, "annotate")
+        it = checked_iter(s, self.iter_id, "annotate")
         a = self.annotation
         what = a.name.lower()
         if it.kind is IterKind.REDUCE and a in (Annotation.VECTORIZE, Annotation.PARALLEL) \
@@ -350,13 +358,13 @@ class AnnotationStep(Step):
         nest.iters[self.iter_id] = dataclasses.replace(it, annotation=self.annotation)
 
     def python(self, state):
-        s, i = _sname(state, self.stage_id), _iname(state, self.stage_id, self.iter_id)
+        s, i = stage_repr(state, self.stage_id), iter_repr(state, self.stage_id, self.iter_id)
         if self.annotation in _ANN_METHOD:
             return f"s[{s}].{_ANN_METHOD[self.annotation]}({i})"
         return f"s[{s}].bind({i}, {self.annotation.thread.value!r})"
 
 
-@_register
+@register_step
 @dataclass(frozen=True)
 class PragmaStep(Step):
     """A pragma on a loop, e.g. ``auto_unroll_max_step`` with a value."""
@@ -370,8 +378,8 @@ class PragmaStep(Step):
                                 PRAGMA_PARALLEL_CHUNK)
 
     def apply(self, state):
-        s = _stage(state, self.stage_id, "pragma")
-        _iter(s, self.iter_id, "pragma")
+        s = checked_stage(state, self.stage_id, "pragma")
+        checked_iter(s, self.iter_id, "pragma")
         if self.pragma not in self.PRAGMAS:
             raise ScheduleError(f"unknown pragma {self.pragma!r}; known: {list(self.PRAGMAS)}")
         if self.pragma == PRAGMA_PARALLEL_SCHEDULE and self.value not in set(ParallelSchedule):
@@ -387,5 +395,5 @@ class PragmaStep(Step):
             it, pragmas=it.pragmas + ((self.pragma, self.value),))
 
     def python(self, state):
-        s, i = _sname(state, self.stage_id), _iname(state, self.stage_id, self.iter_id)
+        s, i = stage_repr(state, self.stage_id), iter_repr(state, self.stage_id, self.iter_id)
         return f"s[{s}].pragma({i}, {self.pragma!r}, {self.value})"

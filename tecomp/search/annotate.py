@@ -35,7 +35,7 @@ from .layout_rewrite import pack_weights
 from .sketch import Sketch, TileHole
 
 __all__ = ["Candidate", "materialize", "factorizations", "UNROLL_CHOICES", "CHUNK_CHOICES",
-           "MAX_INNERMOST", "MAX_VECTOR"]
+           "MAX_INNERMOST", "MAX_VECTOR", "apply_step", "annotate_unroll"]
 
 UNROLL_CHOICES = (0, 16, 64, 512)
 #: parallel chunking of loops over sparse rows: 0 static, else dynamic chunks of this many
@@ -134,16 +134,18 @@ def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> C
     try:
         state = REPLAY_CACHE.replay(task.dag, steps)  # mutants share most steps: see there
         _compute_locations(state, steps, d["loc"], rng)
-        pack_weights(state, steps, d["pack"], rng, _apply)  # after: the pack stays at root
+        pack_weights(state, steps, d["pack"], rng, apply_step)  # after: the pack stays at root
         _parallel(state, steps, d["par"], rng, task.hardware.num_cores, d["chunk"])
         _vectorize(state, steps, d["vec"], rng)
-        _unroll(state, steps, d["unroll"], rng)
+        annotate_unroll(state, steps, d["unroll"], rng)
     except ScheduleError:
         return None
     return Candidate(sketch_id, d, steps, state)
 
 
-def _apply(state: State, steps: list, step) -> None:
+def apply_step(state: State, steps: list, step) -> None:
+    """Apply ``step`` to a candidate's ``state`` (through the replay cache) and record it in
+    ``steps``; the annotators of every target build candidates with it."""
     REPLAY_CACHE.apply(state, step)  # not atomic: a failed candidate is dropped whole
     steps.append(step)
 
@@ -180,9 +182,9 @@ def _compute_locations(state, steps, table, rng) -> None:
                     cands.append(("at", cid, k))
         choice = cands[_choose(table, s.name, len(cands), rng)]
         if choice[0] == "inline":
-            _apply(state, steps, ComputeInlineStep(sid))
+            apply_step(state, steps, ComputeInlineStep(sid))
         elif choice[0] == "at":
-            _apply(state, steps, ComputeAtStep(sid, choice[1], choice[2]))
+            apply_step(state, steps, ComputeAtStep(sid, choice[1], choice[2]))
 
 
 def _sparse_nest(state, sid) -> bool:
@@ -228,9 +230,9 @@ def _parallel(state, steps, table, rng, cores, chunks=None) -> None:
         if n == 0:
             continue
         if n > 1:
-            _apply(state, steps, FuseStep(sid, tuple(range(n))))
+            apply_step(state, steps, FuseStep(sid, tuple(range(n))))
         if state.stages[sid].iters[0].const_extent > 1:
-            _apply(state, steps, AnnotationStep(sid, 0, Annotation.PARALLEL))
+            apply_step(state, steps, AnnotationStep(sid, 0, Annotation.PARALLEL))
             if sparse:
                 _balance(state, steps, sid, chunks, rng)
 
@@ -243,9 +245,9 @@ def _balance(state, steps, sid, table, rng) -> None:
         v = int(rng.choice(CHUNK_CHOICES))
     table[name] = v
     if v:
-        _apply(state, steps, PragmaStep(sid, 0, PRAGMA_PARALLEL_SCHEDULE,
+        apply_step(state, steps, PragmaStep(sid, 0, PRAGMA_PARALLEL_SCHEDULE,
                                          int(ParallelSchedule.DYNAMIC)))
-        _apply(state, steps, PragmaStep(sid, 0, PRAGMA_PARALLEL_CHUNK, v))
+        apply_step(state, steps, PragmaStep(sid, 0, PRAGMA_PARALLEL_CHUNK, v))
 
 
 def _vectorize(state, steps, table, rng) -> None:
@@ -278,13 +280,13 @@ def _vectorize(state, steps, table, rng) -> None:
             continue
         first = len(its) - n
         if n > 1:
-            _apply(state, steps, FuseStep(sid, tuple(range(first, len(its)))))
+            apply_step(state, steps, FuseStep(sid, tuple(range(first, len(its)))))
         it = state.stages[sid].iters[first]
         if it.const_extent and it.const_extent > 1:
-            _apply(state, steps, AnnotationStep(sid, first, Annotation.VECTORIZE))
+            apply_step(state, steps, AnnotationStep(sid, first, Annotation.VECTORIZE))
 
 
-def _unroll(state, steps, table, rng, choices=UNROLL_CHOICES) -> None:
+def annotate_unroll(state, steps, table, rng, choices=UNROLL_CHOICES) -> None:
     """``auto_unroll_max_step`` (one of ``choices``) on the outermost loop of every stage with a
     reduction."""
     for sid, s in enumerate(state.stages):
@@ -295,6 +297,6 @@ def _unroll(state, steps, table, rng, choices=UNROLL_CHOICES) -> None:
             v = int(rng.choice(choices))
         table[s.name] = v
         if v and s.iters:
-            _apply(state, steps, PragmaStep(sid, 0, "auto_unroll_max_step", v))
+            apply_step(state, steps, PragmaStep(sid, 0, "auto_unroll_max_step", v))
 
 

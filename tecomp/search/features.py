@@ -1,11 +1,11 @@
 """Program features for the learned cost model: one fixed-length vector per innermost store.
 
 A candidate is lowered (:func:`tecomp.schedule.lower.lower_state`) and every ``Store`` of the loop
-IR gets a row of :data:`FEATURE_LEN` floats, in the spirit of Ansor's 164 (``shared/reference/
-ansor.md`` section 4). Every value is ``log2(1 + x)`` of a non-negative quantity (one-hot slots stay
-0/1), never NaN or inf. The layout (names in :data:`FEATURE_NAMES`), group by group, is in
-:mod:`tecomp.search.feature_layout`; the extraction from one lowered function in
-:mod:`tecomp.search.feature_visitor`.
+IR gets a row of :data:`FEATURE_LEN` floats, in the spirit of Ansor's 164 (see
+docs/ARCHITECTURE.md for where features sit in the search). Every value is ``log2(1 + x)`` of a
+non-negative quantity (one-hot slots stay 0/1), never NaN or inf. The layout (names in
+:data:`FEATURE_NAMES`), group by group, is in :mod:`tecomp.search.feature_layout`; the extraction
+from one lowered function in :mod:`tecomp.search.feature_visitor`.
 
 Touched regions come from an affine reading of each index (``x // c`` divides the coefficients,
 ``x % c`` caps the span) and the enclosing loop extents; an index loaded from an integer buffer
@@ -46,7 +46,7 @@ class TaskInfo:
         self.cores = int(getattr(hw, "num_cores", 0) or os.cpu_count() or 1)
         data: dict = {}
         try:  # the uniform stand-in for pointer arrays, overridden by the task's real data
-            for t, a in dag._index_data(getattr(task, "inputs", None) or None).items():
+            for t, a in dag.index_data(getattr(task, "inputs", None) or None).items():
                 data[t.name] = np.asarray(a)
         except Exception:  # noqa: BLE001 - features must not fail for lack of index data
             pass

@@ -18,7 +18,7 @@ import math
 
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
 from ..schedule.steps import AnnotationStep
-from .annotate import Candidate, _apply, _unroll, factorizations
+from .annotate import Candidate, annotate_unroll, apply_step, factorizations
 from .gpu_sketch import CoopHole, GPUTileHole
 from .sketch import FollowHole, Sketch, TileHole
 
@@ -135,7 +135,7 @@ def materialize_gpu(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) 
     try:
         state = State.replay(task.dag, steps)
         _vectorize_fetch(state, steps, d["vec"])
-        _unroll(state, steps, d["unroll"], rng, GPU_UNROLL_CHOICES)
+        annotate_unroll(state, steps, d["unroll"], rng, GPU_UNROLL_CHOICES)
     except ScheduleError:
         return None
     if not gpu_usage(state).fits(hw) or not _passes_check(task, state):
@@ -151,7 +151,7 @@ def _vectorize_fetch(state, steps, table) -> None:
             continue
         k = len(s.iters) - 1
         if s.iters[k].const_extent and s.iters[k].const_extent > 1:
-            _apply(state, steps, AnnotationStep(sid, k, Annotation.VECTORIZE))
+            apply_step(state, steps, AnnotationStep(sid, k, Annotation.VECTORIZE))
 
 
 class GPUUsage:

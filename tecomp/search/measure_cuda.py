@@ -104,7 +104,7 @@ def reference_cuda(kernel, data: DeviceData, failure) -> list:
     """Run ``kernel`` (the default schedule) once on ``data``; its outputs, on the host."""
     def go():
         data.poison()
-        kernel._compiled.run_device(data.arrays)
+        kernel.raw_call(data.arrays, device=True)()
         return [h.copy() for h in data.download()]
     return _guard(go, failure)
 
@@ -119,11 +119,7 @@ def run_candidate_cuda(kernel, data: DeviceData, reference=None, *, repeat=3, mi
     or None; ``failure(kind, msg)`` builds the exception raised for a wrong answer or a failed run.
     """
     rt = _runtime()
-    compiled = kernel._compiled
-    arrays = data.arrays
-
-    def call():
-        compiled.run_device(arrays)
+    call = kernel.raw_call(data.arrays, device=True)
 
     def go():
         data.poison()

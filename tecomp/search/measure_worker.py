@@ -204,7 +204,7 @@ def _flusher(nbytes: int):
     s[Y].vectorize(iv)
     k = build(dag, "llvm", s)
     x, y = np.zeros(n, np.float32), np.zeros(n, np.float32)
-    return functools.partial(k._compiled.run, [x, y])
+    return k.raw_call([x, y])
 
 
 def run_candidate(kernel, inputs, outputs, reference=None, *, repeat=3, min_repeat_ms=40,
@@ -226,7 +226,7 @@ def run_candidate(kernel, inputs, outputs, reference=None, *, repeat=3, min_repe
     """
     # the raw native call: the arguments were checked once (index data in task_arrays, shapes and
     # dtypes are ours), and Kernel.__call__'s per-call checks would add ~5-50 us to every timing
-    call = functools.partial(kernel._compiled.run, list(inputs) + list(outputs))
+    call = kernel.raw_call(list(inputs) + list(outputs))
     if prepare is not None:
         call = prepare(call, outputs) or call
     try:
@@ -355,7 +355,7 @@ class _Worker:
             else:
                 _poison(outputs)
                 try:
-                    kernel._compiled.run(inputs + outputs)
+                    kernel.raw_call(inputs + outputs)()
                 except Exception:  # noqa: BLE001
                     raise MeasureFailure("RUN_ERROR", _tb()) from None
             tmp = path + ".tmp.npz"

@@ -13,7 +13,7 @@ from ..schedule.rfactor import RfactorStep
 from ..schedule.state import ComputeLocation, ScheduleError, State
 from ..schedule.steps import ReorderStep, SplitStep
 from . import analysis as an
-from .sketch_rule import FollowHole, RuleResult, Sketch, SketchRule, TileHole, _Partial
+from .sketch_rule import FollowHole, PartialSketch, RuleResult, Sketch, SketchRule, TileHole
 
 __all__ = ["Sketch", "TileHole", "FollowHole", "RuleResult", "SketchRule", "generate_sketches",
            "CPU_RULES", "TILING_CPU"]
@@ -23,7 +23,7 @@ TILING_CPU = "SSRSRS"
 
 # ----------------------------------------------------------------------------- tiling helpers
 
-def multi_level_tile(p: _Partial, sid: int, structure: str = TILING_CPU,
+def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
                      inner_last: str | None = None) -> dict:
     """Split every constant-extent loop of the stage into the levels of ``structure`` (S: spatial,
     R: reduction) and order the parts level by level. Returns {root loop name: [split step
@@ -69,7 +69,7 @@ def multi_level_tile(p: _Partial, sid: int, structure: str = TILING_CPU,
     return parts
 
 
-def follow_tiling(p: _Partial, cid: int, parts: dict, producer_axes: list, level: int) -> str:
+def follow_tiling(p: PartialSketch, cid: int, parts: dict, producer_axes: list, level: int) -> str:
     """Split the consumer's spatial loops like the producer's first ``level`` tile levels, order
     them level by level; returns the name of the last loop of level ``level - 1``."""
     consumer = p.state.stages[cid]
@@ -237,7 +237,7 @@ def generate_sketches(task, rules=None, max_sketches: int = 64) -> list:
         from ..target import TargetKind
         from .gpu_sketch import GPU_RULES  # imports this module
         rules = GPU_RULES if task.target.kind is TargetKind.CUDA else CPU_RULES
-    start = _Partial(State(task.dag), Sketch("", []))
+    start = PartialSketch(State(task.dag), Sketch("", []))
     queue = [(start, len(start.state.stages) - 1)]
     done = []
     while queue:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..schedule.state import State
 from ..schedule.steps import SplitStep
 
-__all__ = ["Sketch", "TileHole", "FollowHole", "RuleResult", "SketchRule"]
+__all__ = ["Sketch", "TileHole", "FollowHole", "RuleResult", "SketchRule", "PartialSketch"]
 
 
 @dataclass(frozen=True)
@@ -60,14 +60,16 @@ def _prod(xs) -> int:
     return n
 
 
-class _Partial:
-    """A sketch under construction: the state (with placeholder lengths) and the sketch."""
+class PartialSketch:
+    """A sketch under construction, what every rule receives: the state (with placeholder lengths)
+    and the sketch. ``apply(step, hole)`` applies a step and records it (with the hole that will
+    fill its numbers, if any); ``copy()`` branches; ``tag(name)`` names the sketch."""
 
     def __init__(self, state: State, sketch: Sketch):
         self.state, self.sketch = state, sketch
 
-    def copy(self) -> "_Partial":
-        return _Partial(self.state.copy(), Sketch(self.sketch.name, list(self.sketch.steps),
+    def copy(self) -> "PartialSketch":
+        return PartialSketch(self.state.copy(), Sketch(self.sketch.name, list(self.sketch.steps),
                                                   dict(self.sketch.holes)))
 
     def apply(self, step, hole=None) -> int:
@@ -92,8 +94,8 @@ class SketchRule:
     """One sketch rule: ``meet`` decides, ``apply`` returns ``[(partial, next_stage), ...]``."""
     name = ""
 
-    def meet(self, p: _Partial, sid: int, task) -> RuleResult:
+    def meet(self, p: PartialSketch, sid: int, task) -> RuleResult:
         raise NotImplementedError
 
-    def apply(self, p: _Partial, sid: int, task) -> list:
+    def apply(self, p: PartialSketch, sid: int, task) -> list:
         raise NotImplementedError

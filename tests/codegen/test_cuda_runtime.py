@@ -123,10 +123,10 @@ def test_driver_results_are_checked():
     pytest.importorskip("cuda.bindings.driver", reason="cuda-python not installed")
     cr.available()  # loads the binding (the driver itself may be missing)
     d = cuda_driver._State.driver
-    assert cuda_driver._call("cuDeviceGetCount", (d.CUresult.CUDA_SUCCESS, 3)) == 3
-    assert cuda_driver._call("cuCtxSynchronize", (d.CUresult.CUDA_SUCCESS,)) is None
+    assert cuda_driver.check_call("cuDeviceGetCount", (d.CUresult.CUDA_SUCCESS, 3)) == 3
+    assert cuda_driver.check_call("cuCtxSynchronize", (d.CUresult.CUDA_SUCCESS,)) is None
     with pytest.raises(cr.CudaError, match="cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY \\(2\\)"):
-        cuda_driver._call("cuMemAlloc", (d.CUresult.CUDA_ERROR_OUT_OF_MEMORY, None))
+        cuda_driver.check_call("cuMemAlloc", (d.CUresult.CUDA_ERROR_OUT_OF_MEMORY, None))
 
 
 def test_kernel_argument_packing():

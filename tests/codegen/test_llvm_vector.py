@@ -304,10 +304,10 @@ def test_matmul_microkernel_keeps_the_tile_in_registers():
     lanes = register_bits() // 32
     wl, s = _matmul_microkernel(24, 4 * lanes, 16, 4, 2 * lanes)
     k = _check_schedule(wl, s, emulate=False)
-    src = k._compiled.source_unoptimized
+    src = k.compiled.source_unoptimized
     assert f"fmul contract <{lanes} x float>" in src and f"fadd contract <{lanes} x float>" in src
     assert "alloca" not in k.source()  # the local tile lives in registers
-    asm = k._compiled.assembly()
+    asm = k.compiled.assembly()
     reg = "zmm" if lanes == 16 else "ymm"
     if "+fma" in tc.codegen.host_cpu()[1]:
         assert re.search(rf"vfmadd\w+\s+[^\n]*%{reg}", asm)
@@ -316,7 +316,7 @@ def test_matmul_microkernel_keeps_the_tile_in_registers():
 def test_matmul_nondivisible_tiles_use_masks():
     wl, s = _matmul_microkernel(13, 33, 17, 4, 16, kf=3)
     k = _check_schedule(wl, s)
-    assert "llvm.masked.store" in k._compiled.source_unoptimized
+    assert "llvm.masked.store" in k.compiled.source_unoptimized
 
 
 def test_conv_padding_inlined_is_a_masked_load():
@@ -330,7 +330,7 @@ def test_conv_padding_inlined_is_a_masked_load():
     s[out].reorder(n, o, y, xo, *s[out].reduce_axes, xi)
     s[out].vectorize(xi)
     k = _check_schedule(wl, s)
-    src = k._compiled.source_unoptimized
+    src = k.compiled.source_unoptimized
     assert "llvm.masked.load" in src and " x float>" in src
 
 
@@ -342,7 +342,7 @@ def test_csr_spmm_vectorized_over_dense_columns():
     jo, ji = s[out].split(j, factor=8)
     s[out].vectorize(ji)
     k = _check_schedule(wl, s)
-    assert " x float>" in k._compiled.source_unoptimized
+    assert " x float>" in k.compiled.source_unoptimized
 
 
 def test_softmax_vectorized_stages():
@@ -352,4 +352,4 @@ def test_softmax_vectorized_stages():
         if not st.is_reduce:
             s[st.tensor].vectorize(s[st.tensor].axes[-1])
     k = _check_schedule(wl, s, tol=1e-5)
-    assert " x float>" in k._compiled.source_unoptimized
+    assert " x float>" in k.compiled.source_unoptimized

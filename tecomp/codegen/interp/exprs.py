@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from ...ir import dtype as dt
-from ...ir.evaluate import _BIN, _UN
+from ...ir.evaluate import NP_BINARY, NP_UNARY
 from ...ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, UnOp, UnOpKind, Var
 from ...ir.interval import interval
 from ...ir.loop import Buffer, PrimFunc
@@ -21,12 +21,12 @@ from ...ir.traverse import walk
 from .errors import InterpError
 from .runtime import RUNTIME
 
-# ops written as Python operators; the others call _BIN's numpy functions (or the _fdiv family)
+# ops written as Python operators; the others call NP_BINARY's numpy functions (or the _fdiv family)
 _BIN_SYM = {BinOpKind.ADD: "+", BinOpKind.SUB: "-", BinOpKind.MUL: "*", BinOpKind.DIV: "/",
             BinOpKind.LT: "<", BinOpKind.LE: "<=", BinOpKind.GT: ">", BinOpKind.GE: ">=",
             BinOpKind.EQ: "==", BinOpKind.NE: "!=", BinOpKind.AND: "&", BinOpKind.OR: "|"}
 assert set(_BIN_SYM) | {BinOpKind.FLOORDIV, BinOpKind.MOD, BinOpKind.MIN, BinOpKind.MAX} \
-    == set(_BIN)
+    == set(NP_BINARY)
 
 _HOIST_HEIGHT = 24  # expression subtrees this tall become temporaries (parser nesting limit)
 
@@ -223,7 +223,7 @@ class ExprGen:
                 return f"(not {a})"
             if e.op is UnOpKind.ABS:
                 return f"abs({a})"
-            return f"{self.fn_name(_UN[e.op])}({a})"
+            return f"{self.fn_name(NP_UNARY[e.op])}({a})"
         if isinstance(e, BinOp):
             a, b = self.ex(e.a), self.ex(e.b)
             op, t = e.op, e.a.dtype
@@ -264,7 +264,7 @@ class ExprGen:
         if isinstance(e, Select):
             return self.select_v(e)
         if isinstance(e, UnOp):
-            return f"{self.fn_name(_UN[e.op])}({self.ex(e.a)})"
+            return f"{self.fn_name(NP_UNARY[e.op])}({self.ex(e.a)})"
         if isinstance(e, BinOp):
             a, b = self.ex(e.a), self.ex(e.b)
             op, t = e.op, e.a.dtype
@@ -274,7 +274,7 @@ class ExprGen:
                 if t.is_float:
                     return f"({a} {'//' if op is BinOpKind.FLOORDIV else '%'} {b})"
                 return f"{'_vfdiv' if op is BinOpKind.FLOORDIV else '_vfmod'}({a}, {b})"
-            return f"{self.fn_name(_BIN[op])}({a}, {b})"  # min / max
+            return f"{self.fn_name(NP_BINARY[op])}({a}, {b})"  # min / max
         raise TypeError(f"the interpreter cannot evaluate {type(e).__name__} (not loop IR)")
 
     def load_v(self, e: Load) -> str:

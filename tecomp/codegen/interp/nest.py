@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtype as dt
-from ...ir.evaluate import _BIN
+from ...ir.evaluate import NP_BINARY
 from ...ir.expr import BinOp, BinOpKind, Const, Expr, Load, UnOp, UnOpKind, Var
 from ...ir.loop import For, ForKind, IfThenElse, Stmt, Store
 from ...ir.traverse import structural_key, walk
@@ -221,7 +221,7 @@ class NestGen:
         idx = [self.ex(i) for i in st.indices]
         t = st.buffer.dtype
         ident = _identity(plan["op"], t)
-        self.emit(f"_reduce_nest({name}, {st.buffer.name!r}, {self.fn_name(_BIN[plan['op']])}, "
+        self.emit(f"_reduce_nest({name}, {st.buffer.name!r}, {self.fn_name(NP_BINARY[plan['op']])}, "
                   f"{py_tuple(idx)}, {self.checks(st.buffer, st.indices)!r}, {vals}, {self.mask}, "
                   f"{py_tuple(ns)}, {plan['perm']!r}, {len(plan['map'])}, "
                   f"{self.np_type(t)}, {self.const_name(ident, t) if not t.is_bool else ident})")
