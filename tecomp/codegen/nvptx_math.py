@@ -3,8 +3,9 @@ the PTX approximate instructions (``ex2.approx.f32``, ``lg2.approx.f32``) with r
 
 Accuracy in float32 (checked against numpy in tests/codegen/test_nvptx.py): exp and sigmoid within
 about 2e-6 relative, log within 1e-6 absolute near 1 and 2e-6 relative elsewhere, tanh within 2e-6
-relative. float16 is computed in float32 and rounded; float64 is computed in float32 too (the
-approximate instructions have no double form), so double math carries float32 accuracy.
+relative. float16 is computed in float32 and rounded. float64 is refused at build time: the
+approximate instructions have no double form, and a float64 exp computed in float32 would return
+float32 accuracy under a float64 type (arithmetic, sqrt and casts in float64 are exact PTX f64).
 """
 from __future__ import annotations
 
@@ -76,9 +77,14 @@ def emit_math(em, op: UnOpKind, t: dt.DType, a: ir.Value) -> ir.Value | None:
     fn = _FUNCS.get(op)
     if fn is None:
         return None
+    if t is dt.float64:
+        raise ValueError(f"{op.value} of a float64 value is not supported on the cuda target "
+                         f"(the GPU's approximate math is float32 only, and computing it in "
+                         f"float32 would lose the precision float64 asks for); cast its argument "
+                         f"to float32 (tc.cast(x, 'float32')) or build for llvm")
     b = em.b
-    x = a if t is dt.float32 else (b.fpext(a, FLOAT) if t is dt.float16 else b.fptrunc(a, FLOAT))
+    x = b.fpext(a, FLOAT) if t is dt.float16 else a
     r = fn(em, x)
     if t is dt.float16:
         return b.fptrunc(r, HALF)
-    return r if t is dt.float32 else b.fpext(r, a.type)
+    return r

@@ -52,10 +52,10 @@ def test_default_gpu_schedule_builds_and_emulates(key):
     k = tc.build(wl.dag, target="cuda", cache=False)
     ptx = k.source()
     assert ".entry" in ptx and "%tid.x" in ptx
-    assert ptx.count(".entry") == len(k._compiled.launches)
-    report = k._compiled.ptxas_report
+    assert ptx.count(".entry") == len(k.compiled.launches)
+    report = k.compiled.ptxas_report
     if HAS_PTXAS:
-        assert set(report.kernels) == {x.name for x in k._compiled.launches}
+        assert set(report.kernels) == {x.name for x in k.compiled.launches}
     else:
         assert report is None
     _check(k, wl)
@@ -68,8 +68,8 @@ def test_hand_gpu_matmul(shape):
     ptx = k.source()
     assert ".shared" in ptx and "bar.sync" in ptx
     if HAS_PTXAS:
-        (res,) = k._compiled.ptxas_report.kernels.values()
-        assert res.shared_bytes == k._compiled.launches[0].shared_bytes > 0
+        (res,) = k.compiled.ptxas_report.kernels.values()
+        assert res.shared_bytes == k.compiled.launches[0].shared_bytes > 0
     _check(k, wl)
 
 
@@ -91,6 +91,33 @@ def test_math_functions_emit_no_library_calls():
     a = np.random.default_rng(3).standard_normal(100).astype(np.float32)
     np.testing.assert_allclose(k.emulate(a), np.exp(a) + np.log(np.abs(a) + 1) + np.tanh(a)
                                + 1 / (1 + np.exp(-a)) + np.sqrt(np.abs(a)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [tc.exp, tc.log, tc.tanh, tc.sigmoid], ids=lambda f: f.__name__)
+def test_float64_math_is_refused_at_build_time(fn):
+    """The GPU's approximate math is float32 only: float64 exp/log/tanh/sigmoid fail at build time
+    with a message saying what to do, instead of returning float32 accuracy as float64."""
+    x = tc.placeholder((37,), "float64", name="x")
+    y = tc.compute((37,), lambda i: fn(x[i]), name="y")
+    with pytest.raises(ValueError, match=r"float64 value is not supported on the cuda target.*cast"):
+        tc.build(tc.ComputeDAG([x, y]), target="cuda", cache=False)
+    z = tc.compute((37,), lambda i: fn(tc.cast(x[i], "float32")), name="z")  # the way out it names
+    assert "approx.f32" in tc.build(tc.ComputeDAG([x, z]), target="cuda", cache=False).source()
+
+
+def test_float64_arithmetic_stays_double_on_cuda():
+    """Arithmetic, sqrt and division in float64 are PTX f64 instructions (not float32), and the
+    emulated GPU program agrees with numpy in float64."""
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0.5, 3.0, 45)
+    b = rng.uniform(-2.0, 2.0, 45)
+    x = tc.placeholder((45,), "float64", name="x")
+    w = tc.placeholder((45,), "float64", name="w")
+    y = tc.compute((45,), lambda i: tc.sqrt(x[i]) * w[i] + x[i] / 3.0, name="y")
+    k = tc.build(tc.ComputeDAG([x, w, y]), target="cuda", cache=False)
+    ptx = k.source()
+    assert "sqrt.rn.f64" in ptx and ".f32" not in ptx
+    np.testing.assert_allclose(k.emulate(a, b), np.sqrt(a) * b + a / 3.0, rtol=1e-14)
 
 
 @needs_gpu
