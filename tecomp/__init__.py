@@ -1,4 +1,4 @@
-"""tecomp: a tensor compiler. See README.md and the public API in DESIGN.md."""
+"""tecomp: a tensor compiler. README.md shows the public API; docs/ARCHITECTURE.md the layers."""
 from . import ir, ops
 from .build import Kernel, build
 from .deploy import load

@@ -3,12 +3,9 @@ from . import dtype
 from .dag import ComputeDAG, Stage
 from .dtype import DType
 from .expr import Expr, IterVar, Var, const
-from .tensor import (
-    Tensor,
+from .intrinsics import (
     abs,
     cast,
-    compute,
-    compute_csr,
     exp,
     if_then_else,
     log,
@@ -16,13 +13,12 @@ from .tensor import (
     maximum,
     min,
     minimum,
-    placeholder,
-    reduce_axis,
     sigmoid,
     sqrt,
     sum,
     tanh,
 )
+from .tensor import Tensor, compute, compute_csr, placeholder, reduce_axis
 
 __all__ = ["dtype", "ComputeDAG", "Stage", "DType", "Expr", "IterVar", "Var", "const", "Tensor",
            "abs", "cast", "compute", "compute_csr", "exp", "if_then_else", "log", "max", "maximum",

@@ -82,14 +82,34 @@ class Stage:
 
 
 class ComputeDAG:
-    """The computation behind a kernel.
+    """The computation behind a kernel: its stages in dependency order, their accesses, FLOPs and
+    a workload key that identifies it independently of names.
 
     Parameters
     ----------
     tensors : list of Tensor
-        The kernel's arguments: input placeholders first, then the computed outputs.
+        The kernel's arguments: input placeholders first, then the computed outputs. Intermediate
+        computes they depend on are found and become stages too.
     flop_count : float, optional
         Overrides the FLOP count (e.g. for sparse work whose real count the caller knows).
+
+    Attributes
+    ----------
+    inputs, outputs : list of Tensor
+        The arguments, split where the computes start.
+    stages : list of Stage
+        Every placeholder and compute, producers before consumers.
+    workload_key : str
+        A structural hash: equal for DAGs that compute the same thing with other names.
+
+    Examples
+    --------
+    >>> A = tc.placeholder((64, 32), name="A")
+    >>> k = tc.reduce_axis(32, name="k")
+    >>> S = tc.compute((64,), lambda i: tc.sum(A[i, k], axis=k), name="S")
+    >>> dag = tc.ComputeDAG([A, S])
+    >>> dag.flop_count()
+    2048.0
     """
 
     def __init__(self, tensors, flop_count: float | None = None):

@@ -1,4 +1,5 @@
-"""The tensor-expression DSL: placeholders, computes, reduce axes and elementwise intrinsics."""
+"""The tensor-expression DSL: placeholders, computes and reduce axes (the functions used inside a
+compute's body, reductions and elementwise math, are :mod:`tecomp.ir.intrinsics`)."""
 from __future__ import annotations
 
 import inspect
@@ -7,28 +8,21 @@ from typing import Callable, Sequence
 
 from . import dtype as dt
 from .expr import (
-    BinOpKind,
     Const,
     Expr,
     IterKind,
     IterVar,
     Reduce,
-    ReduceKind,
     Select,
     TensorRead,
-    UnOpKind,
     as_expr,
-    binary,
-    select,
-    unary,
 )
 from .expr import cast as _cast
 from .interval import interval
 from .traverse import free_vars, walk
 
 __all__ = ["Tensor", "PlaceholderOp", "ComputeOp", "CSRCheck", "placeholder", "compute",
-           "compute_csr", "reduce_axis", "sum", "max", "min", "maximum", "minimum", "exp", "log",
-           "sqrt", "tanh", "sigmoid", "abs", "if_then_else", "cast"]
+           "compute_csr", "reduce_axis"]
 
 
 class Tensor:
@@ -124,7 +118,29 @@ def _reads_in_order(op) -> list:
 
 
 def placeholder(shape: Sequence[int], dtype="float32", name: str = "placeholder") -> Tensor:
-    """An input tensor of a static ``shape`` and ``dtype``."""
+    """An input tensor of a static ``shape`` and ``dtype``: an argument of the kernel.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+        Static extents (0 allowed; negative or non-integer entries raise).
+    dtype : str or DType
+        Element type: ``"float16"``, ``"float32"``, ``"float64"``, ``"int8"``, ``"int32"``,
+        ``"int64"``, ``"bool"``, ...
+    name : str
+        The argument's name in messages, printed IR and ``kernel(...)`` errors.
+
+    Returns
+    -------
+    Tensor
+        Indexable in a compute's body (``A[i, k]``).
+
+    Examples
+    --------
+    >>> A = tc.placeholder((128, 64), dtype="float32", name="A")
+    >>> A.shape
+    (128, 64)
+    """
     shape = _check_shape(shape, name)
     return Tensor(PlaceholderOp(name), shape, dt.dtype(dtype), name)
 
@@ -145,7 +161,26 @@ def _check_shape(shape, name) -> tuple:
 
 def reduce_axis(dom, name: str = "k") -> IterVar:
     """A reduction axis over ``range(dom)`` or ``[begin, end)``; bounds may be expressions, including
-    values loaded from tensors (e.g. CSR row ranges ``(indptr[i], indptr[i + 1])``)."""
+    values loaded from tensors (e.g. CSR row ranges ``(indptr[i], indptr[i + 1])``).
+
+    Parameters
+    ----------
+    dom : int, Expr or (begin, end)
+        The extent, or the half-open range; integer-typed.
+    name : str
+        The loop's name in the printed IR and in schedules.
+
+    Returns
+    -------
+    IterVar
+        Used in the body of ``tc.sum`` / ``tc.max`` / ``tc.min`` and named by their ``axis=``.
+
+    Examples
+    --------
+    >>> k = tc.reduce_axis(64, name="k")
+    >>> C = tc.compute((128, 32), lambda i, j: tc.sum(A[i, k] * B[k, j], axis=k), name="C")
+    >>> j = tc.reduce_axis((indptr[i], indptr[i + 1]), name="j")   # doctest: +SKIP
+    """
     if isinstance(dom, (tuple, list)):
         if len(dom) != 2:
             raise ValueError(f"reduce_axis '{name}': domain must be an extent or (begin, end)")
@@ -156,81 +191,6 @@ def reduce_axis(dom, name: str = "k") -> IterVar:
         if not b.dtype.is_int:
             raise TypeError(f"reduce_axis '{name}': {what} has type {b.dtype}; must be an integer")
     return IterVar(name, _cast(begin, dt.INDEX), _cast(end, dt.INDEX), IterKind.REDUCE)
-
-
-def _reduce(kind: ReduceKind, expr, axis) -> Reduce:
-    expr = as_expr(expr)
-    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
-    if not axes:
-        raise ValueError(f"tc.{kind.value}: axis= names no reduce axis")
-    for a in axes:
-        if not isinstance(a, IterVar) or a.kind is not IterKind.REDUCE:
-            raise TypeError(f"tc.{kind.value}: axis {a!r} is not a tc.reduce_axis")
-    used = {id(v) for v in free_vars(expr)}
-    for a in axes:
-        if id(a) not in used:
-            raise ValueError(f"tc.{kind.value}: reducing over axis '{a.name}' that the body does "
-                             f"not use")
-    if kind is ReduceKind.SUM and expr.dtype.is_bool:
-        expr = _cast(expr, dt.int64)
-    return Reduce(kind, expr, axes)
-
-
-def sum(expr, axis) -> Reduce:  # noqa: A001 - mirrors numpy's name on purpose
-    """Sum of ``expr`` over one reduce axis or a list of them."""
-    return _reduce(ReduceKind.SUM, expr, axis)
-
-
-def max(expr, axis) -> Reduce:  # noqa: A001
-    """Maximum of ``expr`` over ``axis``."""
-    return _reduce(ReduceKind.MAX, expr, axis)
-
-
-def min(expr, axis) -> Reduce:  # noqa: A001
-    """Minimum of ``expr`` over ``axis``."""
-    return _reduce(ReduceKind.MIN, expr, axis)
-
-
-def maximum(a, b) -> Expr:
-    return binary(BinOpKind.MAX, a, b)
-
-
-def minimum(a, b) -> Expr:
-    return binary(BinOpKind.MIN, a, b)
-
-
-def exp(x) -> Expr:
-    return unary(UnOpKind.EXP, x)
-
-
-def log(x) -> Expr:
-    return unary(UnOpKind.LOG, x)
-
-
-def sqrt(x) -> Expr:
-    return unary(UnOpKind.SQRT, x)
-
-
-def tanh(x) -> Expr:
-    return unary(UnOpKind.TANH, x)
-
-
-def sigmoid(x) -> Expr:
-    return unary(UnOpKind.SIGMOID, x)
-
-
-def abs(x) -> Expr:  # noqa: A001
-    return unary(UnOpKind.ABS, x)
-
-
-def if_then_else(cond, t, f) -> Expr:
-    """``t`` where ``cond`` holds, else ``f``; only the chosen side is evaluated."""
-    return select(cond, t, f)
-
-
-def cast(x, dtype) -> Expr:
-    """Convert ``x`` to ``dtype``."""
-    return _cast(x, dtype)
 
 
 # ----------------------------------------------------------------------------- compute
@@ -259,9 +219,33 @@ def compute(shape: Sequence[int], fcompute: Callable, name: str = "compute", tag
     """A tensor whose element at ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
 
     Iteration variables are named after the lambda's parameters. The body may be a reduction
-    (``tc.sum``/``tc.max``/``tc.min``) only as a whole. ``checks`` are input constraints
-    (:class:`CSRCheck`) that every call validates, e.g. for the index arrays a sparse reduction's
-    bounds load.
+    (``tc.sum``/``tc.max``/``tc.min``) only as a whole.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+        Static extents of the result.
+    fcompute : callable
+        Takes one iteration variable per dimension and returns the element's expression.
+    name : str
+        The stage's name (schedules address it by its tensor, printed IR by this name).
+    tag : str
+        A free-form label of the operator kind (``"conv2d"``, ...) that the search may read.
+    checks : sequence of CSRCheck
+        Input constraints every call validates, e.g. for the index arrays a sparse reduction's
+        bounds load.
+
+    Returns
+    -------
+    Tensor
+        Of the body's dtype.
+
+    Examples
+    --------
+    >>> A = tc.placeholder((128, 64), name="A")
+    >>> B = tc.compute((128, 64), lambda i, j: tc.maximum(A[i, j], 0.0), name="B")
+    >>> k = tc.reduce_axis(64, name="k")
+    >>> S = tc.compute((128,), lambda i: tc.sum(A[i, k], axis=k), name="S")
     """
     shape = _check_shape(shape, name)
     checks = _check_checks(checks, name)

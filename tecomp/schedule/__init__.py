@@ -4,7 +4,8 @@ from . import compute_steps as _compute_steps  # registers the compute-location 
 from . import rfactor as _rfactor  # registers rfactor
 from .lower import lower_default, lower_state
 from .records import ErrorKind, MeasureResult, Record, append_records, best_record, load_records
-from .schedule import IterHandle, Schedule, StageHandle
+from .schedule import Schedule
+from .stage_handle import IterHandle, StageHandle
 from .state import Annotation, ComputeLocation, ScheduleError, State
 from .steps import STEP_KINDS, Step, step_from_record
 

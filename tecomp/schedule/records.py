@@ -4,7 +4,7 @@ A record is a serialized step list (``Schedule.records()``) plus its measurement
 schedule layer so that building from a log (``tc.build(dag, log=...)``, see
 :mod:`tecomp.schedule.log_schedule`) needs nothing of the search.
 
-What we do better than Ansor's format (``shared/reference/ansor.md`` section 6):
+What we do better than Ansor's record format (docs/ARCHITECTURE.md: records are a schedule concern):
 
 - the workload key is ``ComputeDAG.workload_key``, a structural hash of the computation, not an
   md5 of printed text, so logs survive changes to printing and naming;

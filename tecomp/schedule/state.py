@@ -233,7 +233,3 @@ class State:
     def __repr__(self):
         from .printing import state_str
         return state_str(self)
-
-
-def substitute_values(e: Expr, values: dict) -> Expr:
-    return substitute(e, values)

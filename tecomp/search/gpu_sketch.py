@@ -1,5 +1,5 @@
-"""GPU sketch rules (target ``cuda``): Ansor's GPU rule list (``shared/reference/ansor.md`` section 1)
-plus rules for the sparse operators.
+"""GPU sketch rules (target ``cuda``): Ansor's GPU rule list (its sketch generation for GPUs;
+docs/ARCHITECTURE.md says how rules plug in) plus rules for the sparse operators.
 
 Unlike Ansor, thread binding is part of the sketch, not of annotation: the positions of the loops
 to fuse and bind do not depend on the tile sizes, so the steps can be fixed here and annotation
@@ -53,10 +53,6 @@ class CoopHole:
     step: int
     group: str
     stage: str
-
-
-def _stage_holes(roles, group):
-    return lambda i, ext, n: GPUTileHole(i, ext, n, roles, group)
 
 
 def _gpu_multi_level_tile(p, sid, group):
@@ -171,7 +167,8 @@ class GPUCrossThreadReduction(SketchRule):
     def meet(self, p, sid, task):
         s = p.state.stages[sid]
         if s.is_placeholder or not s.op.reduce_axes or not s.op.axes or s.relations \
-                or _data_dependent(p.state, sid) or s.location is not ComputeLocation.ROOT or s.scope != "global" \
+                or _data_dependent(p.state, sid) or s.location is not ComputeLocation.ROOT \
+                or s.scope != "global" \
                 or len(s.op.reduce_axes) != 1 or not any(st.op is s.op for st in p.state.dag.stages):
             return RuleResult.SKIP
         sp, red = an.spatial_size(p.state, sid), an.reduce_size(p.state, sid)

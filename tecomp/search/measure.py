@@ -6,8 +6,8 @@ round. :class:`LocalMeasurer` implements it with a pool of local worker processe
 methods, calling :func:`.measure_worker.build_candidate` and :func:`.measure_worker.run_candidate` in
 its own workers, and plugs in without touching the search.
 
-How :class:`LocalMeasurer` measures a batch (after Ansor's LocalBuilder/LocalRunner,
-``shared/reference/ansor.md`` section 5, with its weak points addressed):
+How :class:`LocalMeasurer` measures a batch (after Ansor's LocalBuilder/LocalRunner, with their
+weak points addressed; docs/ARCHITECTURE.md places it in the search):
 
 1. Workers are fresh interpreters (``python -c``, never ``fork``: the parent holds LLVM and thread
    pool threads; and unlike multiprocessing's spawn it does not re-import the user's ``__main__``).

@@ -103,7 +103,8 @@ class SearchTask:
 
 @dataclass
 class TuningOptions:
-    """Options of :func:`tecomp.tune`.
+    """Options of :func:`tecomp.tune`. The measurements behind the defaults are in
+    docs/search_notes.md.
 
     Attributes
     ----------
@@ -112,7 +113,8 @@ class TuningOptions:
     generations : int
         Generations per round.
     measures_per_round : int
-        Candidates measured per round.
+        Candidates measured per round (16, not Ansor's 64: the model retrains between rounds,
+        and smaller rounds let it steer sooner).
     eps_greedy : float
         Share of each round's measurements picked at random from the initial population.
     build_timeout, run_timeout : float
@@ -124,13 +126,39 @@ class TuningOptions:
     n_workers : int
         Parallel build processes (runs are serialized so that kernels do not share cores).
     seed : int
+        Seed of every random choice of the search (sketch sampling, mutation, eps-greedy picks).
     verbose : bool
+        Print a line per round.
+    mutation_prob : float
+        Probability that a child of the evolution is a mutant of its parent (else the parent).
+    slow_cutoff : float
+        A candidate whose first call is this many times slower than the best so far is not timed
+        in full (its one call is its cost).
+    init_measured_ratio : float
+        The best measured programs, up to this share of ``population``, join each round's
+        initial population of fresh random samples.
+    max_per_register_tile : int
+        At most this many candidates of one register tile (sketch, innermost tile lengths and
+        vectorization) per round before the rest of the ranking fills up (0: no limit).
+    per_sketch_picks : int
+        Of each round's model picks, this many go to the best candidates of each sketch before
+        the global ranking fills the rest (0: none), so that one sketch cannot take every trial.
+    sketch_warmup : int
+        A sketch with fewer valid measured programs than this gets an equal share of each
+        round's model picks (with ``per_sketch_picks`` > 0).
+    sketch_share : float
+        Of each generation's slots, this share per sketch present goes to children of that
+        sketch's own members (0: parents from the whole population by score alone).
+    diverse_picks : int
+        Of each round's model picks, this many (after the per-sketch picks) go to the
+        best-scored candidates of distinct tile structures (0, the default: the ranking alone).
+    fresh_picks : int
+        Of each round's model picks, this many (after the per-sketch picks) go to the
+        best-scored of the round's fresh random samples, so that a run whose first elite is
+        mediocre does not stall among its near-copies.
     """
     population: int = 256
     generations: int = 3
-    #: 16, not Ansor's 64: the model retrains between rounds, and smaller rounds let it steer
-    #: sooner (conv2d 64x56x56 NCHW, seeds 1 and 2: best after 128 trials 181/203 GFLOP/s
-    #: against 164/160 with 32 per round)
     measures_per_round: int = 16
     eps_greedy: float = 0.05
     build_timeout: float = 30.0
@@ -142,42 +170,13 @@ class TuningOptions:
     seed: int = 0
     verbose: bool = True
     mutation_prob: float = 0.85
-    #: a candidate whose first call is this many times slower than the best so far is not timed
-    #: in full (its one call is its cost)
     slow_cutoff: float = 10.0
     init_measured_ratio: float = 0.2
-    #: at most this many candidates of one register tile (sketch, innermost tile lengths and
-    #: vectorization) per round before the rest of the ranking fills up (0: no limit); the
-    #: model's top picks are otherwise mostly mutants of one elite, and the search stalls there
     max_per_register_tile: int = 0
-    #: of each round's model picks, this many go to the best candidates of each sketch before
-    #: the global ranking fills the rest (0: none). Without it the learned search of conv2d NCHW
-    #: (seed 1) spent 414 of 448 trials on one sketch and missed the best program, which the
-    #: random search found in another
     per_sketch_picks: int = 1
-    #: a sketch with fewer valid measured programs than this gets an equal share of each
-    #: round's model picks (with ``per_sketch_picks`` > 0)
     sketch_warmup: int = 16
-    #: of each generation's slots, this share per sketch present goes to children of that
-    #: sketch's own members (0: parents from the whole population by score alone)
     sketch_share: float = 0.1
-    #: of each round's model picks, this many (after the per-sketch picks) go to the
-    #: best-scored candidates of distinct tile structures (every tiled loop's lengths but the
-    #: outermost; 0: the ranking alone). A model trained on a mediocre first elite ranks that
-    #: elite's near-copies (other outer tiles, unroll depths) first, and the run stalls there.
-    #: Off by default: 8 per round moved conv2d NCHW's efficiency run from 46-49 / 82-167 /
-    #: >256 trials to 72 / >256 / 92 (no better), and left the simulated best the same
-    #: (benchmarks/search_sim.py, 6 seeds, after 64/128/256 trials: 124/142/155 surrogate
-    #: GFLOP/s against 119/144/153)
-    diverse_picks: int = 0
-    #: of each round's model picks, this many (after the per-sketch picks) go to the
-    #: best-scored of the round's fresh random samples (not descended from measured programs).
-    #: The evolved candidates descend from the measured elites, and a model trained on a
-    #: mediocre first elite ranks its near-copies first: without these picks one real conv2d
-    #: NCHW efficiency seed in three stalled (best 98-130 GFLOP/s re-measured after 256 trials,
-    #: against 170-200 for the others); with 8, none of six did (182-203). Resumed from a
-    #: stalled run's state (benchmarks/search_sim.py --start, 4 seeds), the simulated best after
-    #: 128 more trials was 157 surrogate GFLOP/s with 8, 138 with 4, 109 with none
+    diverse_picks: int = 0  # off: no gain measured (docs/search_notes.md)
     fresh_picks: int = 8
 
     def __post_init__(self):
