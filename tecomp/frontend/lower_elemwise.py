@@ -16,7 +16,7 @@ from ..ir.expr import Const
 from ..ir.tensor import Tensor
 from .graph import Op
 
-__all__ = ["Imm", "broadcast_shape", "read", "lower_binary", "lower_unary", "BINARY", "UNARY"]
+__all__ = ["Imm", "broadcast_shape", "bcast_index", "read", "lower_binary", "lower_unary", "BINARY", "UNARY"]
 
 
 @dataclass(frozen=True)
@@ -41,12 +41,20 @@ def broadcast_shape(*shapes) -> tuple:
     return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
 
 
+def bcast_index(shape, idx: tuple) -> tuple:
+    """The index into a tensor of ``shape`` broadcast to the output index ``idx``: a dimension
+    of size 1 reads 0, unless the output's is 1 too (then the axis itself, so that a
+    same-shape read stays recognizably elementwise to the schedules)."""
+    off = len(idx) - len(shape)
+    return tuple(idx[off + d] if shape[d] != 1 or getattr(idx[off + d], "const_extent", None) == 1
+                 else 0 for d in range(len(shape)))
+
+
 def read(x, idx: tuple, dtype=None):
     """``x`` at output index ``idx`` under numpy broadcasting (``x``'s rank <= ``len(idx)``)."""
     if isinstance(x, Imm):
         return ir.const(x.scalar(), dtype or x.dtype)
-    off = len(idx) - x.ndim
-    return x[tuple(0 if x.shape[d] == 1 else idx[off + d] for d in range(x.ndim))]
+    return x[bcast_index(x.shape, idx)]
 
 
 def _operand_dtype(ops):

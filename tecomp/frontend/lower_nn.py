@@ -7,7 +7,7 @@ import enum
 from .. import ir, ops
 from ..ir.tensor import Tensor
 from .graph import Op
-from .lower_elemwise import broadcast_shape, read
+from .lower_elemwise import bcast_index, broadcast_shape, read
 
 __all__ = ["Reduction", "PoolKind", "lower_anchor"]
 
@@ -49,16 +49,11 @@ def _matmul(a: Tensor, b: Tensor, name: str) -> Tensor:
 
     def body(*i):
         bi = i[:nb]
-        ai = _bcast_index(a.shape[:-2], bi) + (i[nb], k)
-        bj = _bcast_index(b.shape[:-2], bi) + (k, i[nb + 1])
+        ai = bcast_index(a.shape[:-2], bi) + (i[nb], k)
+        bj = bcast_index(b.shape[:-2], bi) + (k, i[nb + 1])
         return ir.sum(a[ai] * b[bj], axis=k)
 
     return ir.compute(batch + (M, N), body, name=name, tag="batch_matmul" if nb else "matmul")
-
-
-def _bcast_index(shape, idx) -> tuple:
-    off = len(idx) - len(shape)
-    return tuple(0 if shape[d] == 1 else idx[off + d] for d in range(len(shape)))
 
 
 def _reduce(x: Tensor, attrs: dict, name: str) -> Tensor:
