@@ -226,6 +226,15 @@ def _binary(op: Op):
     return convert
 
 
+def where(ctx, node, attrs):
+    c, a, b = node.input[:3]
+    if ctx.value(c).dtype != np.bool_:
+        ctx.fail(f"the condition must be bool, got {ctx.value(c).dtype}")
+    if ctx.value(a).dtype != ctx.value(b).dtype:
+        ctx.fail(f"operand types differ: {ctx.value(a).dtype} and {ctx.value(b).dtype}")
+    ctx.emit(Op.WHERE, [c, a, b], {}, node.output[0])
+
+
 def _variadic(op: Op):
     def convert(ctx, node, attrs):
         ins = [i for i in node.input if i]
@@ -272,5 +281,9 @@ NN_CONVERTERS = {
     "Relu": _unary(Op.RELU), "Sigmoid": _unary(Op.SIGMOID), "Tanh": _unary(Op.TANH),
     "Erf": _unary(Op.ERF), "Exp": _unary(Op.EXP), "Log": _unary(Op.LOG), "Sqrt": _unary(Op.SQRT),
     "Neg": _unary(Op.NEG), "Abs": _unary(Op.ABS), "Reciprocal": _unary(Op.RECIPROCAL),
-    "Clip": clip, "Gelu": gelu,
+    "Clip": clip, "Gelu": gelu, "Where": where,
+    "Equal": _binary(Op.EQUAL), "Less": _binary(Op.LESS), "LessOrEqual": _binary(Op.LESS_EQUAL),
+    "Greater": _binary(Op.GREATER), "GreaterOrEqual": _binary(Op.GREATER_EQUAL),
+    "And": _binary(Op.AND), "Or": _binary(Op.OR), "Xor": _binary(Op.XOR),
+    "Not": _unary(Op.NOT), "IsNaN": _unary(Op.ISNAN),
 }

@@ -136,6 +136,17 @@ def gather(ctx, node, attrs):
     ctx.emit(Op.GATHER, [node.input[0], node.input[1]], {"axis": axis}, node.output[0])
 
 
+def gather_elements(ctx, node, attrs):
+    data = ctx.need_const(node.input[0], "data")
+    idx = ctx.need_const(node.input[1], "indices").astype(np.int64)
+    axis = int(attrs.get("axis", 0)) % data.ndim
+    n = data.shape[axis]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        ctx.fail(f"GatherElements indices out of range for dimension {axis} of size {n}")
+    ctx.model.add_constant(node.output[0],
+                           np.take_along_axis(data, np.where(idx < 0, idx + n, idx), axis))
+
+
 def slice_(ctx, node, attrs):
     x = ctx.value(node.input[0])
     rank = len(x.shape)
@@ -219,5 +230,6 @@ TENSOR_CONVERTERS = {
     "Shape": shape, "Constant": constant, "ConstantOfShape": constant_of_shape,
     "Reshape": reshape, "Flatten": flatten, "Squeeze": squeeze, "Unsqueeze": unsqueeze,
     "Transpose": transpose, "Concat": concat, "Gather": gather, "Slice": slice_,
+    "GatherElements": gather_elements,
     "Expand": expand, "Pad": pad, "Cast": cast, "Identity": identity, "Dropout": identity,
 }

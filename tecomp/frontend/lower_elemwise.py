@@ -16,7 +16,8 @@ from ..ir.expr import Const
 from ..ir.tensor import Tensor
 from .graph import Op
 
-__all__ = ["Imm", "broadcast_shape", "bcast_index", "read", "lower_binary", "lower_unary", "BINARY", "UNARY"]
+__all__ = ["Imm", "broadcast_shape", "bcast_index", "read", "lower_binary", "lower_unary",
+           "lower_where", "BINARY", "UNARY"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,14 @@ BINARY = {
     Op.POW: _pow,
     Op.MAXIMUM: ir.maximum,
     Op.MINIMUM: ir.minimum,
+    Op.EQUAL: lambda a, b: a == b,
+    Op.LESS: lambda a, b: a < b,
+    Op.LESS_EQUAL: lambda a, b: a <= b,
+    Op.GREATER: lambda a, b: a > b,
+    Op.GREATER_EQUAL: lambda a, b: a >= b,
+    Op.AND: lambda a, b: a & b,
+    Op.OR: lambda a, b: a | b,
+    Op.XOR: lambda a, b: a != b,
 }
 
 
@@ -151,8 +160,19 @@ UNARY = {
     Op.ABS: lambda x, at: ir.abs(x),
     Op.RECIPROCAL: lambda x, at: 1.0 / x,
     Op.CAST: lambda x, at: ir.cast(x, at["dtype"]),
+    Op.NOT: lambda x, at: ~x,
+    Op.ISNAN: lambda x, at: x != x,  # an unordered compare: true for NaN only
     Op.IDENTITY: lambda x, at: x,
 }
+
+
+def lower_where(ops: list, name: str) -> Tensor:
+    """``where(cond, a, b)`` with numpy broadcasting of all three."""
+    c, a, b = ops
+    shape = broadcast_shape(c.shape, a.shape, b.shape)
+    t = _operand_dtype([a, b])
+    return ir.compute(shape, lambda *i: ir.if_then_else(read(c, i), read(a, i, t), read(b, i, t)),
+                      name=name, tag="elemwise")
 
 
 def lower_unary(op: Op, ops: list, attrs: dict, name: str) -> Tensor:

@@ -11,7 +11,7 @@ import numpy as np
 from .. import ir
 from ..ir.tensor import Tensor
 from .graph import Node, Op, Pattern
-from .lower_elemwise import BINARY, UNARY, Imm, lower_binary, lower_unary
+from .lower_elemwise import BINARY, UNARY, Imm, lower_binary, lower_unary, lower_where
 from .lower_nn import Reduction, lower_anchor, lowering_needs_tensor
 from .lower_shape import lower_injective
 
@@ -22,6 +22,8 @@ def lower_node(node: Node, operands: list, name: str) -> Tensor:
     """The output tensor of ``node`` computed from ``operands`` (Tensors, or :class:`Imm` for
     one-element constants where :func:`inline_as_literal` allowed them)."""
     op = node.op
+    if op is Op.WHERE:
+        return lower_where(operands, name)
     if op in BINARY:
         return lower_binary(op, operands, node.attrs, name)
     if op in UNARY:
@@ -40,7 +42,10 @@ def inline_as_literal(node: Node, position: int, array: np.ndarray) -> bool:
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
 
 _NP_BINARY = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.POW: np.power,
-              Op.MAXIMUM: np.maximum, Op.MINIMUM: np.minimum}
+              Op.MAXIMUM: np.maximum, Op.MINIMUM: np.minimum, Op.EQUAL: np.equal,
+              Op.LESS: np.less, Op.LESS_EQUAL: np.less_equal, Op.GREATER: np.greater,
+              Op.GREATER_EQUAL: np.greater_equal, Op.AND: np.logical_and,
+              Op.OR: np.logical_or, Op.XOR: np.logical_xor}
 
 
 def _np_div(a, b):
@@ -61,6 +66,10 @@ def _np_unary(op: Op, x: np.ndarray, attrs: dict) -> np.ndarray:
         return x.astype(attrs["dtype"])
     if op is Op.IDENTITY:
         return x
+    if op is Op.NOT:
+        return np.logical_not(x)
+    if op is Op.ISNAN:
+        return np.isnan(x)
     f = {Op.SIGMOID: lambda v: 1 / (1 + np.exp(-v)), Op.TANH: np.tanh, Op.EXP: np.exp,
          Op.LOG: np.log, Op.SQRT: np.sqrt, Op.NEG: np.negative, Op.ABS: np.abs,
          Op.RECIPROCAL: lambda v: 1 / v, Op.ERF: _ERF,
@@ -72,8 +81,11 @@ def _fold_numpy(node: Node, arrays: list):
     """``node`` evaluated in numpy, or None where only the tecomp kernel computes it."""
     op, at = node.op, node.attrs
     if op in _NP_BINARY:
-        r = _NP_BINARY[op](arrays[0], arrays[1])
-        return np.asarray(r).astype(np.result_type(arrays[0].dtype, arrays[1].dtype))
+        r = np.asarray(_NP_BINARY[op](arrays[0], arrays[1]))
+        return r if r.dtype == bool else r.astype(np.result_type(arrays[0].dtype,
+                                                                  arrays[1].dtype))
+    if op is Op.WHERE:
+        return np.where(*arrays)
     if op is Op.DIV:
         return _np_div(arrays[0], arrays[1])
     if op in UNARY:

@@ -124,6 +124,21 @@ CASES = {
          node("Mul", ["x", "k"])], {"x": [3, 4]}, {"y": [3, 4]}),
     "identity_dropout": make_model([node("Dropout", ["x"], ["d"]), node("Identity", ["d"])],
                                    {"x": [3, 4]}, {"y": [3, 4]}),
+    "compare_where": make_model(
+        [node("Greater", ["a", "b"], ["g"]), node("Equal", ["a", "z"], ["e"]),
+         node("Or", ["g", "e"], ["o"]), node("Not", ["o"], ["n"]),
+         node("LessOrEqual", ["b", "z"], ["le"]), node("And", ["n", "le"], ["m"]),
+         node("Where", ["m", "a", "b"])],
+        {"a": [2, 3, 4], "b": [3, 1]}, {"y": [2, 3, 4]}, {"z": np.array(0.0, np.float32)}),
+    "where_isnan_mask": make_model(
+        [node("Cast", ["mask"], ["mb"], to=9), node("Where", ["mb", "x", "neg"], ["w"]),
+         node("IsNaN", ["w"], ["nan"]), node("Where", ["nan", "zero", "w"])],
+        {"x": [2, 5], "mask": ([1, 5], np.int64)}, {"y": [2, 5]},
+        {"neg": np.array(-1e4, np.float32), "zero": np.array(0.0, np.float32)}),
+    "gather_elements_const": make_model(
+        [node("GatherElements", ["c", "i"], ["g"], axis=1), node("Add", ["x", "g"])],
+        {"x": [2, 3]}, {"y": [2, 3]},
+        {"c": w(2, 4), "i": np.array([[0, 3, 1], [2, 2, 0]], np.int64)}),
     "two_outputs": make_model([node("Relu", ["x"], ["y"]), node("Sigmoid", ["y"], ["z"])],
                               {"x": [3, 4]}, {"y": [3, 4], "z": [3, 4]}),
 }
@@ -132,7 +147,14 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_operator_matches_onnxruntime(name):
     proto = CASES[name]
-    int_high = 6 if name == "gather_embedding" else None
+    int_high = {"gather_embedding": 6, "where_isnan_mask": 2}.get(name)
     model, cm = check(proto, int_high=int_high)
     assert cm(**{n: np.zeros(v.shape, v.dtype) for n, v in zip(
         model.inputs, model.input_values())}) is not None  # callable again, by name
+
+
+def test_isnan_sees_nan():
+    proto = make_model([node("IsNaN", ["x"], ["n"]), node("Where", ["n", "zero", "x"])],
+                       {"x": [4]}, {"y": [4]}, {"zero": np.array(0.0, np.float32)})
+    x = np.array([1.0, np.nan, -2.0, np.nan], np.float32)
+    check(proto, feeds={"x": x})
