@@ -87,6 +87,8 @@ class RayNode:
         Why it was dropped during the tuning ("" while it is in use).
     measured : int
         Candidates it returned results for.
+    busy : int
+        Candidates it is measuring now.
     """
     node_id: str
     host: str
@@ -98,6 +100,7 @@ class RayNode:
     problem: str = ""
     lost: str = ""
     measured: int = 0
+    busy: int = 0
 
     @property
     def usable(self) -> bool:
@@ -339,6 +342,8 @@ class RayMeasurer:
             self._run(inputs, results, inflight)
         except BaseException:
             # a node busy with a stale chunk would delay the next round: replace its actor
+            for node, _, _ in inflight.values():
+                node.busy = 0
             _kill([self._actors.pop(node.node_id) for node, _, _ in inflight.values()
                    if node.node_id in self._actors])
             raise
@@ -371,6 +376,7 @@ class RayMeasurer:
                 actor = self._actors.get(node.node_id) or self._start_actor(node)
                 ref = actor.measure.remote([inputs[i] for i in chunk])
                 inflight[ref] = (node, chunk, self._deadline(len(chunk)))
+                node.busy = len(chunk)
             if not inflight:  # what is left has no node to go to
                 for i in queue:
                     results[i] = _lost_result(lost_on.get(i, "no node is left for its target"))
@@ -380,6 +386,7 @@ class RayMeasurer:
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=wait_s)
             for ref in ready:
                 node, chunk, _ = inflight.pop(ref)
+                node.busy = 0
                 try:
                     out = ray.get(ref)
                 except ray.exceptions.RayError as e:
@@ -392,6 +399,7 @@ class RayMeasurer:
             now = time.monotonic()
             for ref in [r for r, (_, _, d) in inflight.items() if d <= now]:
                 node, chunk, _ = inflight.pop(ref)
+                node.busy = 0
                 self._requeue(node, "it did not answer within its time limit", chunk, queue,
                               losses, lost_on, results, inputs[chunk[0]].task.target)
 
