@@ -271,18 +271,34 @@ def test_node_removed_mid_round(fresh, cluster, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_cli_tune_on_a_cluster(tmp_path):
-    """``tecomp tune ... --ray ADDRESS`` from another process, on a cluster of its own."""
+def test_cli_killed_driver_resumes_on_a_cluster(tmp_path):
+    """``tecomp tune ... --ray ADDRESS`` from another process, on a cluster of its own: killed
+    (SIGKILL) mid-tuning, its node actors go with it (the CPUs they held are free again for the
+    next run), and the rerun resumes from the log with nothing measured twice."""
     c = _start()
     try:
         log = str(tmp_path / "cli.jsonl")
         cmd = [sys.executable, "-m", "tecomp.cli", "tune", "matmul", "--shape", "48", "48", "48",
-               "--trials", "8", "--measures-per-round", "4", "--population", "32",
-               "--generations", "1", "--log", log, "--progress", "lines", "--ray", c.address]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+               "--measures-per-round", "4", "--population", "32", "--generations", "1",
+               "--log", log, "--progress", "lines", "--no-bench", "--ray", c.address]
+        first = subprocess.Popen(cmd + ["--trials", "400"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 240
+        while time.time() < deadline and first.poll() is None:
+            if os.path.exists(log) and len(load_records(log)) >= 8:
+                break
+            time.sleep(0.5)
+        first.kill()
+        out = first.communicate()[0]
+        assert "2 of 2 node(s) measure for" in out, out
+        held = len(load_records(log))
+        assert 8 <= held < 400
+        p = subprocess.run(cmd + ["--trials", "8"], capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stdout + p.stderr
-        assert "2 of 2 node(s) measure for" in p.stdout
-        assert len(load_records(log)) == 8
+        assert f"the log holds {held} records of this task" in p.stdout
+        assert "2 of 2 node(s) measure for" in p.stdout  # the killed run's actors are gone
+        recs = load_records(log)
+        assert len(recs) == held + 8 and len({r.key for r in recs}) == len(recs)
     finally:
         _stop(c)
 
