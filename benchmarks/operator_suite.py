@@ -1,0 +1,81 @@
+"""Operators written in the DSL (``tecomp.testing.operator_suite``: no ``tc.ops`` rule knows them),
+each tuned for a fixed small budget with the defaults, then timed beside torch (at 1 and 2
+threads) with the protocol of ``tecomp.bench``, fp32, from one run.
+
+    benchmarks/run.sh operator_suite.py [--trials 128] [--only softmax conv1d ...] [--logdir DIR]
+
+Prints per operator: tuning trials and wall time, tecomp's best ms, torch's best ms and the ratio
+(torch / tecomp: above 1, tecomp is faster); then the geometric mean and the slowest operator.
+"""
+import argparse
+import os
+import tempfile
+import time
+
+import numpy as np
+
+import tecomp as tc
+from tecomp.bench.peak import measure_peak
+from tecomp.bench.peers import tecomp_configs
+from tecomp.bench.protocol import Config
+from tecomp.bench.report import geomean, print_header, run_comparison
+from tecomp.bench.threads import thread_counts, torch_threads
+from tecomp.testing.operator_suite import OPERATORS, operator_case
+
+
+def torch_configs(case, x) -> list:
+    import torch
+    if case.torch_fn is None:
+        return []
+    fn = case.torch_fn(torch, x)
+
+    def run():
+        with torch.inference_mode():
+            return fn()
+    return [Config("torch", "", n, run, torch_threads(n), lambda: run().contiguous().numpy())
+            for n in thread_counts()]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=128)
+    ap.add_argument("--only", nargs="+", default=list(OPERATORS), choices=list(OPERATORS))
+    ap.add_argument("--logdir", default=None, help="keep the logs here (default: a temp dir)")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    logdir = args.logdir or tempfile.mkdtemp(prefix="operator_suite_")
+    os.makedirs(logdir, exist_ok=True)
+    peak = measure_peak()
+    print_header(print, peak)
+    rows = []
+    for name in args.only:
+        case = operator_case(name)
+        log = os.path.join(logdir, f"{name}.jsonl")
+        t0 = time.perf_counter()
+        res = tc.tune(tc.SearchTask(case.dag, "llvm"), trials=args.trials, log=log,
+                      options=tc.TuningOptions(verbose=False))
+        wall = time.perf_counter() - t0
+        k = tc.build(case.dag, "llvm", log=log)
+        x = case.make_inputs(np.random.default_rng(0))
+        print(f"\n== {name}: {res.trials} trials in {wall:.0f} s", flush=True)
+        cmp = run_comparison(tecomp_configs(k, x, variant="tuned") + torch_configs(case, x),
+                             case.reference(x)[0], float(case.dag.flop_count()), peak=peak,
+                             rounds=args.rounds)
+        rows.append((name, res.trials, wall, cmp))
+    print(f"\n{'operator':<16} {'trials':>6} {'tune s':>7} {'tecomp ms':>10} {'torch ms':>9} "
+          f"{'ratio':>6}")
+    ratios = []
+    for name, trials, wall, cmp in rows:
+        t, p = cmp.comparison.tecomp, cmp.comparison.peer
+        pm = f"{p.median * 1e3:9.4f}" if p else f"{'-':>9}"
+        print(f"{name:<16} {trials:>6} {wall:>7.0f} {t.median * 1e3:10.4f} {pm} "
+              f"{cmp.ratio:6.2f}")
+        if p:
+            ratios.append((cmp.ratio, name))
+    if ratios:
+        print(f"\ngeomean {geomean([r for r, _ in ratios]):.3f} vs torch over {len(ratios)} "
+              f"operators; slowest {min(ratios)[1]} {min(ratios)[0]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
