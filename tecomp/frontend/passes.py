@@ -1,6 +1,7 @@
 """Graph passes on a :class:`~.graph.Model` before fusion.
 
-- Identity nodes are removed (their readers read the source value).
+- Identity nodes are removed (their readers read the source value); a node that repeats an
+  earlier one (same operator, inputs and attributes) is replaced by it.
 - A per-output-channel multiply / add / subtract / divide by a constant that follows a
   convolution with constant weights is folded into the convolution's weight and bias (what a
   BatchNormalization becomes on import); a multiply by a per-column constant after a matrix
@@ -16,16 +17,41 @@ import numpy as np
 
 from .graph import Model, Node, Op
 
-__all__ = ["simplify", "fold_channel_affine", "remove_identities", "eliminate_dead"]
+__all__ = ["simplify", "fold_channel_affine", "remove_identities", "eliminate_common",
+           "eliminate_dead"]
 
 
 def simplify(m: Model) -> Model:
     """Run every pass of this module, in place; returns ``m``."""
     remove_identities(m)
+    eliminate_common(m)
     while fold_channel_affine(m):
         pass
     eliminate_dead(m)
     return m
+
+
+def eliminate_common(m: Model) -> None:
+    """Compute each (operator, inputs, attributes) once: exporters repeat the same mask
+    computation in every layer of a transformer."""
+    outputs = set(m.outputs)
+    canon: dict = {}  # small constants of equal value read as one
+    for name, a in m.constants.items():
+        if a.size <= 1024 and name not in outputs:
+            first = canon.setdefault((a.dtype.str, a.shape, a.tobytes()), name)
+            if first != name:
+                _replace_uses(m, name, first)
+    seen: dict = {}
+    keep = []
+    for n in m.nodes:
+        key = (n.op, tuple(n.inputs), repr(sorted(n.attrs.items())))
+        first = seen.get(key)
+        if first is not None and n.output not in outputs:
+            _replace_uses(m, n.output, first)
+            continue
+        seen.setdefault(key, n.output)
+        keep.append(n)
+    m.nodes = keep
 
 
 def _replace_uses(m: Model, old: str, new: str) -> None:

@@ -121,3 +121,14 @@ def test_buffers_are_planned_once_and_reused():
     np.testing.assert_array_equal(y1, y2)
     y1[...] = 0  # the caller owns its outputs
     np.testing.assert_array_equal(cm(x), y2)
+
+
+def test_repeated_computations_are_shared():
+    """Layers that recompute the same mask from equal constants (as BERT exports do) share it."""
+    nodes = [n("Where", ["m", "c1", "d1"], ["w1"]), n("Where", ["m", "c2", "d2"], ["w2"]),
+             n("Add", ["x", "w1"], ["a"]), n("Add", ["a", "w2"], ["y"])]
+    inits = {"c1": np.array(0.0, np.float32), "c2": np.array(0.0, np.float32),
+             "d1": np.array(-5.0, np.float32), "d2": np.array(-5.0, np.float32)}
+    proto = make_model(nodes, {"x": [2, 4], "m": ([1, 4], np.bool_)}, {"y": [2, 4]}, inits)
+    model, cm = check(proto)
+    assert [nd.op.label for nd in model.nodes].count("where") == 1
