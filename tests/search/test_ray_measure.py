@@ -24,6 +24,9 @@ from tecomp.search.ray_measure import NODE_LABEL, RayMeasurer  # noqa: E402
 from tecomp.search.task import SearchTask, TuningOptions  # noqa: E402
 from tecomp.search.tune import TaskTuner  # noqa: E402
 
+# one cluster per test process: `pytest -n 2 --dist loadgroup` keeps these tests on one worker
+pytestmark = pytest.mark.xdist_group("ray")
+
 NODE = dict(num_cpus=1, object_store_memory=80 << 20, include_dashboard=False)
 FAST = dict(repeat=2, min_repeat_ms=5, population=32, generations=1, measures_per_round=6,
             run_timeout=3.0, slow_cutoff=1e9, verbose=False)
