@@ -221,6 +221,16 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
         :mod:`tecomp.schedule.constants`). Unknown names raise ``KeyError``, a wrong shape
         ``ValueError``, a wrong dtype ``TypeError``; ``llvm`` only (``NotImplementedError`` for
         ``cuda``).
+    try:
+        return _build(dag, target, schedule, log, on_missing, cache, constants)
+    except RecursionError:  # a compute is limited at construction; inlining adds them up
+        from .ir.tensor import MAX_EXPR_DEPTH
+        raise ValueError(f"the schedule's expressions are nested too deeply to compile (after "
+                         f"compute_inline; each compute is limited to {MAX_EXPR_DEPTH} levels); "
+                         f"inline fewer stages") from None
+
+
+def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
 
     Returns
     -------

@@ -32,6 +32,7 @@ from ..ir.loop import (
 from .llvm_expr import I1, I8, I64, PTR, VOID, ExprEmitter, dispatch, ident, mem_type, reg_type
 from .llvm_jit import LOCK, assembly, ensure_init, host_cpu, jit, triple_and_layout
 from .llvm_vector import emit_vector_loop
+from .memory import check_allocations
 from .parallel import emit_parallel
 
 __all__ = ["CompiledCPU", "compile_cpu", "emit_cpu", "emit_module", "host_cpu", "kernel_symbol"]
@@ -286,6 +287,7 @@ def emit_cpu(func: PrimFunc) -> StmtEmitter:
     """Check ``func`` for the CPU, verify it and emit it; the emitter holds the LLVM module."""
     _check_cpu(func)
     verify(func)
+    check_allocations(func)  # MemoryError for buffers that cannot exist on this machine
     ensure_init()
     em = StmtEmitter(func)
     em.run()

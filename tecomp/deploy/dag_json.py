@@ -42,7 +42,7 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.opkind import IterKind
-from ..ir.tensor import ComputeOp, CSRCheck, PlaceholderOp, Tensor
+from ..ir.tensor import MAX_EXPR_DEPTH, ComputeOp, CSRCheck, PlaceholderOp, Tensor, expr_depth
 
 __all__ = ["dag_to_json", "dag_from_json", "MAX_ITEMS"]
 
@@ -242,6 +242,9 @@ class _Decoder:
                                None if c[2] is None else self.ref(c[2], Tensor, "indices"), c[3]))
         if out_index is None and len(axes) != len(shape):
             self.fail(f"compute '{name}' has {len(axes)} axes for a shape of rank {len(shape)}")
+        depth = expr_depth(body)
+        if depth > MAX_EXPR_DEPTH:
+            self.fail(f"compute '{name}' is {depth} operations deep (limit {MAX_EXPR_DEPTH})")
         op = ComputeOp(name, axes, body, out_index=out_index, checks=tuple(cs), tag=tag)
         return Tensor(op, shape, t, name)
 

@@ -16,7 +16,7 @@ from .traverse import free_vars, walk
 __all__ = ["ForKind", "ParallelSchedule", "PRAGMA_PARALLEL_SCHEDULE", "PRAGMA_PARALLEL_CHUNK",
            "ThreadAxis", "Scope", "Buffer", "Stmt", "For", "Store", "Allocate", "Seq",
            "IfThenElse", "Barrier", "PrimFunc", "seq", "stmts", "verify", "LoopIRError",
-           "stmt_exprs", "buffer_accesses"]
+           "stmt_exprs", "buffer_accesses", "MAX_UNROLL"]
 
 
 class ForKind(enum.Enum):
@@ -249,6 +249,11 @@ def buffer_accesses(s: Stmt) -> tuple:
     return loaded, stored, allocated
 
 
+#: the most copies of a loop body that unrolling (nested unrolled loops multiply) may emit: an
+#: unroll pragma of 65536 left LLVM unrolling for more than 9 minutes
+MAX_UNROLL = 1024
+
+
 class LoopIRError(ValueError):
     """A loop-IR invariant does not hold."""
 
@@ -283,7 +288,8 @@ def verify(func: PrimFunc) -> None:
             if not ix.dtype.is_int:
                 raise LoopIRError(f"{where}: index of '{buf.name}' has type {ix.dtype}")
 
-    def go(s: Stmt, bound: set, bufs: set, in_vec: bool):
+    def go(s: Stmt, bound: set, bufs: set, in_vec: bool, copies: int = 1):
+        # copies: how many times unrolling repeats this statement's code (the emitted code size)
         if isinstance(s, For):
             where = f"loop '{s.var.name}'"
             if s.var in bound:
@@ -293,9 +299,17 @@ def verify(func: PrimFunc) -> None:
             from .expr import Const
             if s.kind in (ForKind.VECTORIZED, ForKind.UNROLLED) and not isinstance(s.extent, Const):
                 raise LoopIRError(f"{where}: a {s.kind.value} loop needs a constant extent")
+            if s.kind is ForKind.UNROLLED:
+                copies *= max(1, int(s.extent.value))
+                if copies > MAX_UNROLL:
+                    raise LoopIRError(
+                        f"{where}: unrolling would repeat its body {copies} times, past tecomp's "
+                        f"limit of {MAX_UNROLL} (MAX_UNROLL: the code and its compile time grow "
+                        f"with it); unroll a split part of the loop, or lower "
+                        f"auto_unroll_max_step")
             if (s.kind is ForKind.THREAD_BOUND) != (s.thread is not None):
                 raise LoopIRError(f"{where}: thread axis given iff the loop is thread-bound")
-            go(s.body, bound | {s.var}, bufs, in_vec or s.kind is ForKind.VECTORIZED)
+            go(s.body, bound | {s.var}, bufs, in_vec or s.kind is ForKind.VECTORIZED, copies)
         elif isinstance(s, Store):
             where = f"store to '{s.buffer.name}'"
             check_access(s.buffer, s.indices, bufs, where)
@@ -308,16 +322,16 @@ def verify(func: PrimFunc) -> None:
         elif isinstance(s, Allocate):
             if s.buffer in bufs:
                 raise LoopIRError(f"allocation of '{s.buffer.name}': buffer already exists here")
-            go(s.body, bound, bufs | {s.buffer}, in_vec)
+            go(s.body, bound, bufs | {s.buffer}, in_vec, copies)
         elif isinstance(s, Seq):
             for c in s.stmts:
-                go(c, bound, bufs, in_vec)
+                go(c, bound, bufs, in_vec, copies)
         elif isinstance(s, IfThenElse):
             check_expr(s.cond, bound, bufs, "if")
             if not s.cond.dtype.is_bool:
                 raise LoopIRError(f"if: condition has type {s.cond.dtype}")
             for c in s.children():
-                go(c, bound, bufs, in_vec)
+                go(c, bound, bufs, in_vec, copies)
         elif isinstance(s, Barrier):
             if in_vec:
                 raise LoopIRError("barrier inside a vectorized loop")

@@ -22,7 +22,7 @@ from .interval import interval
 from .traverse import free_vars, walk
 
 __all__ = ["Tensor", "PlaceholderOp", "ComputeOp", "CSRCheck", "placeholder", "compute",
-           "compute_csr", "reduce_axis"]
+           "compute_csr", "reduce_axis", "MAX_EXPR_DEPTH", "expr_depth"]
 
 
 class Tensor:
@@ -290,9 +290,31 @@ def compute_csr(indptr: Tensor, nnz: int, fcompute: Callable, name: str = "compu
     return Tensor(op, (int(nnz),), body.dtype, name)
 
 
+#: the deepest expression a compute may hold: every pass over expressions (bounds, lowering,
+#: code generation, the interpreter) recurses once per level, and Python's recursion limit
+#: (1000 frames) was hit at ~450 levels: a chain of 900 additions raised RecursionError in build
+MAX_EXPR_DEPTH = 256
+
+
+def expr_depth(e) -> int:
+    """The number of nested operations of ``e`` (a leaf is 1), counted without recursion."""
+    deepest, stack = 0, [(e, 1)]
+    while stack:
+        x, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in x.children())
+    return deepest
+
+
 def _check_body(op: ComputeOp) -> None:
-    """Construction-time errors: nested reductions, foreign or unreduced axes, bad constant ranges."""
+    """Construction-time errors: nested reductions, foreign or unreduced axes, bad constant ranges,
+    expressions past :data:`MAX_EXPR_DEPTH`."""
     body = op.body
+    depth = expr_depth(body)
+    if depth > MAX_EXPR_DEPTH:
+        raise ValueError(f"compute '{op.name}': its expression is {depth} operations deep, past "
+                         f"tecomp's limit of {MAX_EXPR_DEPTH} (MAX_EXPR_DEPTH); compute part of "
+                         f"it in a compute of its own")
     top = body.source if isinstance(body, Reduce) else body
     for x in walk(top):
         if isinstance(x, Reduce):
