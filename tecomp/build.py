@@ -109,7 +109,8 @@ class Kernel:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _call_device(self, inputs, out):
-        """Zero-copy call on device arrays (index data of sparse inputs is not validated)."""
+        """Zero-copy call on device arrays; integer inputs the index checks read are copied to
+        the host and validated first, as for host arrays."""
         from .codegen import cuda_runtime as rt
         rt.require()
         dag = self.dag
@@ -122,6 +123,9 @@ class Kernel:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             if len(outs) != len(dag.outputs):
                 raise TypeError(f"out= must hold {len(dag.outputs)} array(s), got {len(outs)}")
+        if self._validator.active:  # index data on the device is read on the host to check it
+            self._validator.check([a.to_numpy() if not t.dtype.is_float else None
+                                   for a, t in zip(ins, dag.inputs)])
             outs = [rt.as_device_array(a, t.name) for a, t in zip(outs, dag.outputs)]
         for a, t in zip(ins + outs, list(dag.inputs) + list(dag.outputs)):
             if tuple(a.shape) != tuple(t.shape) or a.dtype != t.dtype.np:
@@ -216,6 +220,11 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
     constants : dict, optional
         Input name -> array: inputs whose values are fixed (weights). They are copied now and the
         kernel takes only the other inputs; every root stage of the schedule that depends only on
+
+    Returns
+    -------
+    Kernel
+    """
         constants (a weight packed by ``cache_read(..., pack=...)`` into the tiled layout) runs
         once, here, instead of on every call (layout rewrite; see
         :mod:`tecomp.schedule.constants`). Unknown names raise ``KeyError``, a wrong shape
@@ -231,11 +240,6 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
 
 
 def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
-
-    Returns
-    -------
-    Kernel
-    """
     if not isinstance(dag, ComputeDAG):
         raise TypeError(f"build expects a ComputeDAG, got {type(dag).__name__}")
     if on_missing not in ("error", "default"):

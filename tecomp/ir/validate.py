@@ -215,7 +215,8 @@ class IndexValidator:
         if grid is None:
             return None
         env, full = grid
-        data = {self.dag.tensors[n]: arrays[n] for n in self.arg_pos.values()}
+        data = {self.dag.tensors[n]: arrays[n] for n in self.arg_pos.values()
+                if arrays[n] is not None}
         try:
             for e in [ix] + [g for g, _ in guards]:
                 self._stage_values(e, data)
@@ -225,7 +226,9 @@ class IndexValidator:
                 mask = mask & (c if polarity else ~c)
             v = np.broadcast_to(np.asarray(eval_np(ix, env, data, mask)), full)[mask]
         except (IndexError, _NoExact):
-            return None  # an index it needs is itself out of range: the interval verdict stands
+            # an index it needs is itself out of range, or data not at hand (a float input of a
+            # device call is not copied to the host): the interval verdict stands
+            return None
         return (int(v.min()), int(v.max())) if v.size else (1, 0)
 
     def _stage_values(self, e: Expr, data: dict) -> None:
@@ -236,7 +239,7 @@ class IndexValidator:
             if t is None or t in data:
                 continue
             op = t.op
-            if op.is_ragged:
+            if isinstance(op, PlaceholderOp) or op.is_ragged:
                 raise _NoExact
             src = op.body.source if isinstance(op.body, Reduce) else op.body
             grid = _grid(op.axes + op.reduce_axes)

@@ -82,3 +82,30 @@ def test_fuzz_validator_against_reference_ten_minutes():
     print(f"fuzz: {stats.expressions} expressions, {stats.cases} cases, {stats.in_range} in range, "
           f"{stats.rejected} rejected, {stats.guarded} guarded")
     assert not stats.failures, stats.failures[:3]
+
+
+def test_validation_without_the_float_inputs_of_a_device_call():
+    # a cuda call on device arrays copies only the integer inputs to the host to check them;
+    # a guard that reads float data then falls back to the (conservative) interval verdict
+    X = tc.placeholder((16,), "float32", "X")
+    idx = tc.placeholder((4,), "int32", "idx")
+    G = tc.compute((4,), lambda i: tc.if_then_else(X[i] > 0, X[tc.minimum(idx[i] * 3, 15)], 0.0),
+                   name="G")
+    v = tc.build(tc.ComputeDAG([X, idx, G]))._validator
+    v.check([None, np.array([1, 2, 3, 4], np.int32)])
+    with pytest.raises(ValueError, match="read X"):
+        v.check([None, np.array([1, 2, 3, 1431655765], np.int32)])
+
+
+@pytest.mark.cuda
+def test_device_arrays_index_data_is_validated_before_the_launch():
+    from tecomp.codegen.cuda_runtime import DeviceArray
+    X = tc.placeholder((16,), "float32", "X")
+    idx = tc.placeholder((2,), "int32", "idx")
+    Y = tc.compute((2,), lambda i: X[tc.minimum(idx[i] * 3, 15)], name="Y")
+    k = tc.build(tc.ComputeDAG([X, idx, Y]), target="cuda")
+    x = DeviceArray.from_numpy(X16)
+    good = DeviceArray.from_numpy(np.array([1, 5], np.int32))
+    np.testing.assert_array_equal(k(x, good).to_numpy(), X16[[3, 15]])
+    with pytest.raises(ValueError, match=r"indices in \[-1073741824, 3\]"):
+        k(x, DeviceArray.from_numpy(np.array([1, 2**30], np.int32)))
