@@ -123,14 +123,14 @@ class Kernel:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             if len(outs) != len(dag.outputs):
                 raise TypeError(f"out= must hold {len(dag.outputs)} array(s), got {len(outs)}")
-        if self._validator.active:  # index data on the device is read on the host to check it
-            self._validator.check([a.to_numpy() if not t.dtype.is_float else None
-                                   for a, t in zip(ins, dag.inputs)])
             outs = [rt.as_device_array(a, t.name) for a, t in zip(outs, dag.outputs)]
         for a, t in zip(ins + outs, list(dag.inputs) + list(dag.outputs)):
             if tuple(a.shape) != tuple(t.shape) or a.dtype != t.dtype.np:
                 raise ValueError(f"'{t.name}' must be {t.dtype}{list(t.shape)}, got "
                                  f"{a.dtype}{list(a.shape)}")
+        if self._validator.active:  # index data on the device is read on the host to check it
+            self._validator.check([a.to_numpy() if not t.dtype.is_float else None
+                                   for a, t in zip(ins, dag.inputs)])
         self._compiled.run_device(ins + outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -220,16 +220,16 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
     constants : dict, optional
         Input name -> array: inputs whose values are fixed (weights). They are copied now and the
         kernel takes only the other inputs; every root stage of the schedule that depends only on
-
-    Returns
-    -------
-    Kernel
-    """
         constants (a weight packed by ``cache_read(..., pack=...)`` into the tiled layout) runs
         once, here, instead of on every call (layout rewrite; see
         :mod:`tecomp.schedule.constants`). Unknown names raise ``KeyError``, a wrong shape
         ``ValueError``, a wrong dtype ``TypeError``; ``llvm`` only (``NotImplementedError`` for
         ``cuda``).
+
+    Returns
+    -------
+    Kernel
+    """
     try:
         return _build(dag, target, schedule, log, on_missing, cache, constants)
     except RecursionError:  # a compute is limited at construction; inlining adds them up
