@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs a benchmark in its own environment (benchmarks/.venv: tecomp with its tune and bench extras
-# — xgboost, threadpoolctl, scipy, onnxruntime — plus torch CPU and pytest for tests/bench), so
-# that torch and ONNX Runtime never become dependencies of tecomp. Usage: benchmarks/run.sh cpu_schedules.py [args]
+# — xgboost, threadpoolctl, scipy, onnxruntime — plus torch CPU, transformers (BERT) and pytest
+# for tests/bench), so that torch and ONNX Runtime never become dependencies of tecomp.
+# Usage: benchmarks/run.sh cpu_schedules.py [args], or benchmarks/run.sh -m MODULE [args]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="$here/.venv"
@@ -12,7 +13,7 @@ fi
 if [ ! -f "$stamp" ] || [ "$here/../pyproject.toml" -nt "$stamp" ]; then
   "$venv/bin/pip" install -q --upgrade pip >&2
   # torch 2.13.0 CPU: the pin keeps pip from a multi-GB CUDA build
-  "$venv/bin/pip" install -q -e "$here/..[tune,bench]" "torch==2.13.0" pytest >&2
+  "$venv/bin/pip" install -q -e "$here/..[tune,bench]" "torch==2.13.0" pytest transformers >&2
   touch "$stamp"
 fi
 script="$1"; shift
