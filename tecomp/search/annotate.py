@@ -14,7 +14,7 @@ Decisions (JSON-able, stored in the records beside the steps):
   :mod:`tecomp.search.layout_rewrite`);
 - ``unroll``: stage name -> ``auto_unroll_max_step`` (0: none).
 
-:func:`materialize` replays a sketch under decisions, sampling every missing or no longer valid
+:func:`materialize_cpu` replays a sketch under decisions, sampling every missing or no longer valid
 decision, so a mutation is "change one decision, materialize again".
 """
 from __future__ import annotations
@@ -29,12 +29,11 @@ from ..schedule.inline import effective_readers
 from ..schedule.replay_cache import REPLAY_CACHE
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
 from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep
-from ..target import TargetKind
 from . import analysis as an
 from .layout_rewrite import pack_weights
-from .sketch import Sketch, TileHole
+from .sketch_rule import Sketch, TileHole
 
-__all__ = ["Candidate", "materialize", "factorizations", "UNROLL_CHOICES", "CHUNK_CHOICES",
+__all__ = ["Candidate", "materialize_cpu", "factorizations", "UNROLL_CHOICES", "CHUNK_CHOICES",
            "MAX_INNERMOST", "MAX_VECTOR", "apply_step", "annotate_unroll"]
 
 UNROLL_CHOICES = (0, 16, 64, 512)
@@ -113,13 +112,10 @@ def _valid_tile(v, hole: TileHole) -> bool:
     return prod <= max(hole.extent, 1) and (not v or v[-1] <= MAX_INNERMOST)
 
 
-def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> Candidate | None:
-    """The candidate of ``sketch`` under ``decisions`` (missing ones sampled with ``rng`` and
-    written back); None when the result is not a legal schedule. GPU tasks go to
-    :func:`tecomp.search.gpu_annotate.materialize_gpu`."""
-    if task.target.kind is TargetKind.CUDA:
-        from .gpu_annotate import materialize_gpu  # imports this module
-        return materialize_gpu(task, sketch_id, sketch, decisions, rng)
+def materialize_cpu(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> Candidate | None:
+    """The candidate of a CPU ``sketch`` under ``decisions`` (missing ones sampled with ``rng`` and
+    written back); None when the result is not a legal schedule. The search calls it through
+    :func:`tecomp.search.target_search.materialize`, which picks the target's annotator."""
     d = {k: dict(decisions.get(k, {}))
          for k in ("tile", "loc", "par", "vec", "unroll", "chunk", "pack")}
     tiles = {}

@@ -18,8 +18,9 @@ import math
 
 import numpy as np
 
-from .annotate import MAX_INNERMOST, UNROLL_CHOICES, Candidate, materialize, sample_tile
-from .sketch import TileHole, generate_sketches
+from .annotate import MAX_INNERMOST, UNROLL_CHOICES, Candidate, sample_tile
+from .sketch_rule import TileHole
+from .target_search import generate_sketches, materialize
 
 __all__ = ["EvolutionarySearch", "mutate", "MUTATION_WEIGHTS", "unique_sketch_names"]
 

@@ -20,7 +20,7 @@ from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
 from ..schedule.steps import AnnotationStep
 from .annotate import Candidate, annotate_unroll, apply_step, factorizations
 from .gpu_sketch import CoopHole, GPUTileHole
-from .sketch import FollowHole, Sketch, TileHole
+from .sketch_rule import FollowHole, Sketch, TileHole
 
 __all__ = ["materialize_gpu", "GPU_UNROLL_CHOICES", "VECTOR_CHOICES", "gpu_usage", "GPUUsage"]
 

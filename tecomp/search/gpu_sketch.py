@@ -25,7 +25,8 @@ from ..schedule.rfactor import RfactorStep
 from ..schedule.state import Annotation, ComputeLocation
 from ..schedule.steps import AnnotationStep, FuseStep, ReorderStep, SplitStep
 from . import analysis as an
-from .sketch import RuleResult, SketchRule, SkipStage, TileHole, follow_tiling, multi_level_tile
+from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
+from .tiling import follow_tiling, multi_level_tile
 
 __all__ = ["GPU_RULES", "TILING_GPU", "GPUTileHole", "CoopHole", "WARP"]
 

@@ -1,100 +1,25 @@
-"""Sketch generation: the high-level structures of a program (tiling, fusion, caching, inlining,
-rfactor), with the tile sizes left as holes for annotation to fill.
+"""The CPU sketch rules: the high-level structures of a program (tiling, fusion, caching,
+inlining, rfactor), with the tile sizes left as holes for annotation to fill.
 
 A rule looks at one stage of a partial sketch and says SKIP, APPLY (try the later rules too, which
 gives alternatives) or APPLY_AND_SKIP_REST; applying returns successor sketches and the stage to
-look at next. Stages are visited from the output back to the inputs (Ansor's enumeration).
+look at next (:func:`tecomp.search.sketch_rule.enumerate_sketches`). The tiling both rule sets use
+is :mod:`tecomp.search.tiling`; which rules a target uses, :mod:`tecomp.search.target_search`.
 """
 from __future__ import annotations
 
 from ..ir.expr import IterKind
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep, ComputeInlineStep
 from ..schedule.rfactor import RfactorStep
-from ..schedule.state import ComputeLocation, ScheduleError, State
-from ..schedule.steps import ReorderStep, SplitStep
+from ..schedule.state import ComputeLocation
+from ..schedule.steps import SplitStep
 from . import analysis as an
-from .sketch_rule import FollowHole, PartialSketch, RuleResult, Sketch, SketchRule, TileHole
+from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
+from .sparse_sketch import SPARSE_RULES
+from .tiling import follow_tiling, multi_level_tile
 
-__all__ = ["Sketch", "TileHole", "FollowHole", "RuleResult", "SketchRule", "generate_sketches",
-           "CPU_RULES", "TILING_CPU"]
-
-TILING_CPU = "SSRSRS"
-
-
-# ----------------------------------------------------------------------------- tiling helpers
-
-def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
-                     inner_last: str | None = None) -> dict:
-    """Split every constant-extent loop of the stage into the levels of ``structure`` (S: spatial,
-    R: reduction) and order the parts level by level. Returns {root loop name: [split step
-    index or None, part names]}. ``inner_last`` names a spatial axis whose innermost part goes
-    last in the innermost level (the vector axis), instead of the stage's last axis.
-
-    A tiny reduction (:func:`analysis.small_reduction`: a depthwise conv's KHxKW window) is not
-    split: its loops sit whole at the last R level, just outside the innermost (register) tile,
-    which is what a depthwise kernel wants; splitting 3 into 2 levels only adds holes."""
-    n_s, n_r = structure.count("S"), structure.count("R")
-    stage = p.state.stages[sid]
-    small_r = an.small_reduction(p.state, sid)
-    parts = {}
-    for it in list(stage.iters):
-        n = n_s if it.kind is IterKind.SPATIAL else 1 if small_r else n_r
-        pos = p.state.iter_index(sid, it.name)
-        if it.const_extent is None or n == 1:
-            parts[it.name] = (None, [it.name], it.kind)
-            continue
-        ext = it.const_extent
-        idx = p.apply(SplitStep(sid, pos, (1,) * (n - 1), True),
-                      lambda i, ext=ext, n=n: TileHole(i, ext, n))
-        parts[it.name] = (idx, [f"{it.name}.{k}" for k in range(n)], it.kind)
-    order, level = [], {IterKind.SPATIAL: 0, IterKind.REDUCE: 0}
-    dynamic = {nm for src, names, _ in parts.values() if src is None for nm in names
-               if p.state.stages[sid].iters[p.state.iter_index(sid, nm)].const_extent is None}
-    for ch in structure:
-        kind = IterKind.SPATIAL if ch == "S" else IterKind.REDUCE
-        lv = level[kind]
-        level[kind] += 1
-        this = []
-        for root, (_, names, k) in parts.items():
-            at = lv - (n_r - 1) if small_r and k is IterKind.REDUCE else lv  # last R level
-            if k is kind and 0 <= at < len(names) and names[at] not in dynamic:
-                this.append((root == inner_last and at == len(names) - 1, names[at]))
-        order += [nm for _, nm in sorted(this, key=lambda t: t[0])]  # stable: inner_last last
-    # unsplit loops of kinds the structure lacks, then data-dependent loops (sparse rows), which
-    # must sit inside every loop their extent depends on
-    for _, names, _k in parts.values():
-        order += [nm for nm in names if nm not in order and nm not in dynamic]
-    order += sorted(dynamic, key=lambda nm: p.state.iter_index(sid, nm))
-    p.apply(ReorderStep(sid, tuple(p.state.iter_index(sid, nm) for nm in order)))
-    return parts
-
-
-def follow_tiling(p: PartialSketch, cid: int, parts: dict, producer_axes: list, level: int) -> str:
-    """Split the consumer's spatial loops like the producer's first ``level`` tile levels, order
-    them level by level; returns the name of the last loop of level ``level - 1``."""
-    consumer = p.state.stages[cid]
-    names = [it.name for it in consumer.iters if it.kind is IterKind.SPATIAL]
-    groups_names = []
-    for cname, pname in zip(names, producer_axes):
-        src, pnames, _ = parts[pname]
-        pos = p.state.iter_index(cid, cname)
-        if src is None:
-            groups_names.append([cname])
-            continue
-        n_inner = len(pnames) - 1
-        groups = tuple((k - 1, k) for k in range(1, level)) + ((level - 1, n_inner),)
-        p.apply(SplitStep(cid, pos, (1,) * len(groups), True),
-                lambda i, src=src, groups=groups: FollowHole(i, src, groups))
-        groups_names.append([f"{cname}.{k}" for k in range(len(groups) + 1)])
-    order = []
-    depth = max(len(g) for g in groups_names)
-    for lv in range(depth):
-        order += [g[lv] for g in groups_names if lv < len(g)]
-    rest = [it.name for it in p.state.stages[cid].iters if it.name not in order]
-    p.apply(ReorderStep(cid, tuple(p.state.iter_index(cid, nm) for nm in order + rest)))
-    level_loops = [g[min(level - 1, len(g) - 1)] for g in groups_names]
-    return level_loops[-1]
-
+__all__ = ["CPU_RULES", "AlwaysInline", "AddRfactor", "AddCacheWrite", "MultiLevelTiling",
+           "MultiLevelTilingWithFusion"]
 
 # ----------------------------------------------------------------------------- rules
 
@@ -212,53 +137,7 @@ class MultiLevelTiling(SketchRule):
         return [(p, sid - 1)]
 
 
-class SkipStage(SketchRule):
-    name = "skip"
-
-    def meet(self, p, sid, task):
-        return RuleResult.APPLY
-
-    def apply(self, p, sid, task):
-        return [(p, sid - 1)]
-
-
-from .sparse_sketch import SPARSE_RULES  # noqa: E402  (its rules build on the classes above)
-
 #: The CPU rule list, tried in order for every stage (the sparse rules claim only stages with
 #: data-dependent loops, which the dense tiling would order badly).
 CPU_RULES = [AlwaysInline(), *SPARSE_RULES, AddRfactor(), AddCacheWrite(),
              MultiLevelTilingWithFusion(), MultiLevelTiling(), SkipStage()]
-
-
-def generate_sketches(task, rules=None, max_sketches: int = 64) -> list:
-    """All sketches of ``task.dag`` under ``rules`` (default: :data:`CPU_RULES`, or
-    :data:`~tecomp.search.gpu_sketch.GPU_RULES` for a ``cuda`` target)."""
-    if rules is None:
-        from ..target import TargetKind
-        from .gpu_sketch import GPU_RULES  # imports this module
-        rules = GPU_RULES if task.target.kind is TargetKind.CUDA else CPU_RULES
-    start = PartialSketch(State(task.dag), Sketch("", []))
-    queue = [(start, len(start.state.stages) - 1)]
-    done = []
-    while queue:
-        p, sid = queue.pop(0)
-        if sid < 0:
-            done.append(p.sketch)
-            if len(done) >= max_sketches:
-                break
-            continue
-        for rule in rules:
-            res = rule.meet(p, sid, task)
-            if res is RuleResult.SKIP:
-                continue
-            try:
-                queue.extend(rule.apply(p.copy(), sid, task))
-            except ScheduleError:
-                continue  # the rule does not fit this stage after all
-            if res is RuleResult.APPLY_AND_SKIP_REST:
-                break
-    for sk in done:
-        sk.name = sk.name or "default"
-    return done
-
-

@@ -6,10 +6,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from ..schedule.state import State
+from ..schedule.state import ScheduleError, State
 from ..schedule.steps import SplitStep
 
-__all__ = ["Sketch", "TileHole", "FollowHole", "RuleResult", "SketchRule", "PartialSketch"]
+__all__ = ["Sketch", "TileHole", "FollowHole", "RuleResult", "SketchRule", "PartialSketch",
+           "SkipStage", "enumerate_sketches"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +100,42 @@ class SketchRule:
 
     def apply(self, p: PartialSketch, sid: int, task) -> list:
         raise NotImplementedError
+
+
+class SkipStage(SketchRule):
+    """The last rule of every list: leave the stage as it is and go on to the previous one."""
+    name = "skip"
+
+    def meet(self, p, sid, task):
+        return RuleResult.APPLY
+
+    def apply(self, p, sid, task):
+        return [(p, sid - 1)]
+
+
+def enumerate_sketches(task, rules, max_sketches: int = 64) -> list:
+    """All sketches of ``task.dag`` under ``rules`` (tried in order at every stage, from the
+    output back to the inputs: Ansor's enumeration), at most ``max_sketches``."""
+    start = PartialSketch(State(task.dag), Sketch("", []))
+    queue = [(start, len(start.state.stages) - 1)]
+    done = []
+    while queue:
+        p, sid = queue.pop(0)
+        if sid < 0:
+            done.append(p.sketch)
+            if len(done) >= max_sketches:
+                break
+            continue
+        for rule in rules:
+            res = rule.meet(p, sid, task)
+            if res is RuleResult.SKIP:
+                continue
+            try:
+                queue.extend(rule.apply(p.copy(), sid, task))
+            except ScheduleError:
+                continue  # the rule does not fit this stage after all
+            if res is RuleResult.APPLY_AND_SKIP_REST:
+                break
+    for sk in done:
+        sk.name = sk.name or "default"
+    return done

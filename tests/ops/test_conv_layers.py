@@ -12,8 +12,8 @@ import pytest
 
 import tecomp as tc
 from tecomp.schedule import Schedule
-from tecomp.search.annotate import materialize
-from tecomp.search.sketch import TileHole, generate_sketches
+from tecomp.search.sketch_rule import TileHole
+from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.search.task import SearchTask
 from tecomp.testing import networks as N
 

@@ -127,8 +127,7 @@ def test_constant_errors_name_the_problem(packed_matmul):
 def test_the_search_pack_decision_is_folded_by_constants(layout):
     """A random candidate told to pack the weight (decision ``pack``) builds with constants=: the
     packed weight is an argument and no loop nest of the kernel writes it."""
-    from tecomp.search.annotate import materialize
-    from tecomp.search.sketch import generate_sketches
+    from tecomp.search.target_search import generate_sketches, materialize
     from tecomp.search.task import SearchTask
     wl = W.conv2d(1, 8, 9, 9, 24, 3, 3, 2, 1, 1, 1, layout, "direct")
     task = SearchTask(wl.dag)

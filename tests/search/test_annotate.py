@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 import tecomp as tc
-from tecomp.search.annotate import factorizations, materialize
+from tecomp.search.annotate import factorizations
 from tecomp.search.evolution import _mutate_tile, mutate
-from tecomp.search.sketch import TileHole, generate_sketches
+from tecomp.search.sketch_rule import TileHole
+from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.search.task import SearchTask
 from tecomp.testing import workloads as W
 

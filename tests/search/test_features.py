@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from tecomp.search import features as F
-from tecomp.search.annotate import materialize
-from tecomp.search.sketch import generate_sketches
+from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.search.task import SearchTask
 from tecomp.testing import workloads as W
 

@@ -6,11 +6,10 @@ import pytest
 import tecomp as tc
 from tecomp.schedule.gpu_passes import check_gpu_program
 from tecomp.schedule.lower import lower_state
-from tecomp.search.annotate import materialize
-from tecomp.search.features import FEATURE_LEN, extract_one
 from tecomp.search.feature_layout import O_GPU2
+from tecomp.search.features import FEATURE_LEN, extract_one
 from tecomp.search.gpu_annotate import gpu_usage
-from tecomp.search.sketch import generate_sketches
+from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.search.task import HardwareParams, SearchTask
 from tecomp.testing.small_workloads import SMALL_PARAMS, small_workload
 

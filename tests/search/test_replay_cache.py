@@ -9,9 +9,8 @@ from tecomp.schedule.lower import lower_state
 from tecomp.schedule.replay_cache import REPLAY_CACHE, ReplayCache
 from tecomp.schedule.state import ScheduleError
 from tecomp.schedule.steps import AnnotationStep, SplitStep
-from tecomp.search.annotate import materialize
 from tecomp.search.evolution import mutate
-from tecomp.search.sketch import generate_sketches
+from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.testing import workloads as W
 
 

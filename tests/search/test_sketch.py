@@ -3,7 +3,8 @@ import pytest
 
 from tecomp.schedule import Schedule
 from tecomp.schedule.state import ComputeLocation
-from tecomp.search.sketch import FollowHole, TileHole, generate_sketches
+from tecomp.search.sketch_rule import FollowHole, TileHole
+from tecomp.search.target_search import generate_sketches
 from tecomp.search.task import SearchTask
 from tecomp.testing import workloads as W
 
@@ -39,7 +40,7 @@ def test_fused_sketch_computes_the_local_tile_at_the_consumer(level):
 
 
 def test_conv_bias_relu_inlines_elementwise_and_tiles_the_conv():
-    from tecomp import ops, ir
+    from tecomp import ir, ops
     data = ir.placeholder((1, 56, 56, 64), name="data")
     weight = ir.placeholder((3, 3, 64, 64), name="weight")
     bias = ir.placeholder((64,), name="bias")
@@ -73,7 +74,7 @@ def test_nchw_conv_may_carry_its_vector_along_the_output_channels(stride, method
     import numpy as np
 
     import tecomp as tc
-    from tecomp.search.annotate import materialize
+    from tecomp.search.target_search import materialize
     wl = W.conv2d(1, 8, 12 if stride == 2 else 6, 12 if stride == 2 else 6, 32, 3, 3, stride, 1,
                   1, 1, "NCHW", method)
     task = SearchTask(wl.dag)

@@ -8,10 +8,10 @@ import pytest
 import tecomp as tc
 from tecomp.codegen import parallel as P
 from tecomp.schedule.records import load_records
-from tecomp.search.annotate import materialize
 from tecomp.search.cost_model import RandomModel
-from tecomp.search.sketch import CPU_RULES, generate_sketches
+from tecomp.search.sketch import CPU_RULES
 from tecomp.search.sparse_sketch import SparseRaggedRows, SparseRowTiling, row_block
+from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.testing import workloads as W
 
 SEEDS = range(4)

@@ -9,13 +9,11 @@ import pytest
 pytest.importorskip("xgboost")
 
 from tecomp.schedule.records import ErrorKind, MeasureResult  # noqa: E402
-from tecomp.search.annotate import materialize  # noqa: E402
 from tecomp.search.features import FEATURE_LEN  # noqa: E402
 from tecomp.search.model_eval import pairwise_accuracy, top_k_recall  # noqa: E402
-from tecomp.search.sketch import generate_sketches  # noqa: E402
+from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.search.task import SearchTask, TuningOptions  # noqa: E402
-from tecomp.search.xgb_model import (XGBModel, pack_sum_objective,  # noqa: E402
-                                     pack_sum_rank_objective)
+from tecomp.search.xgb_model import XGBModel, pack_sum_objective, pack_sum_rank_objective  # noqa: E402
 from tecomp.testing import workloads as W  # noqa: E402
 
 
