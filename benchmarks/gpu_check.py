@@ -33,11 +33,15 @@ from tecomp.testing import workloads as W
 ROWS = []
 
 
+def _num(v, places: int) -> str:
+    return "-" if v is None else f"{v:.{places}f}"
+
+
 def add(workload, tecomp_ms=None, torch_ms=None, check="", note=""):
     ratio = torch_ms / tecomp_ms if tecomp_ms and torch_ms else None
     ROWS.append(dict(workload=workload, tecomp_ms=tecomp_ms, torch_ms=torch_ms, ratio=ratio,
                      check=check, note=note))
-    f = (lambda v, p: "-" if v is None else f"{v:.{p}f}")
+    f = _num
     print(f"  {workload:<42} {f(tecomp_ms, 4):>10} {f(torch_ms, 4):>10} {f(ratio, 3):>7}  {check}"
           + (f"  [{note}]" if note else ""), flush=True)
 
@@ -137,7 +141,8 @@ def torch_peers(torch):
             if layout == "NHWC":  # torch's channels_last is NHWC in memory
                 d = d.permute(0, 3, 1, 2)
                 w = w.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
-            fn = (lambda: F.conv2d(d, w, padding=1))
+            def fn():
+                return F.conv2d(d, w, padding=1)
             y = fn()
             y = y.permute(0, 2, 3, 1) if layout == "NHWC" else y
             return time_torch(torch, fn), check(y.cpu().numpy(), wl.reference(x)[0])
@@ -161,7 +166,8 @@ def torch_peers(torch):
             mask = torch.sparse_csr_tensor(t(indptr), t(indices),
                                            torch.zeros(len(indices), device="cuda"), size=(M, N))
             A, BT = t(a), t(b).t().contiguous()
-            fn = (lambda: torch.sparse.sampled_addmm(mask, A, BT, beta=0.0, alpha=1.0))
+            def fn():
+                return torch.sparse.sampled_addmm(mask, A, BT, beta=0.0, alpha=1.0)
             return time_torch(torch, fn), check(fn().values().cpu().numpy(), wl.reference(x)[0])
         return run
     return matmul, conv, csr, bsr, sddmm
@@ -209,7 +215,8 @@ def main(argv=None):
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cudnn.benchmark = True
-        tver = f"torch {torch.__version__} (cuda {torch.version.cuda}, cudnn {torch.backends.cudnn.version()})"
+        tver = (f"torch {torch.__version__} (cuda {torch.version.cuda}, "
+                f"cudnn {torch.backends.cudnn.version()})")
         peers = torch_peers(torch) if torch.cuda.is_available() else None
     except ImportError:
         torch, peers, tver = None, None, "torch missing: no peers"
@@ -274,7 +281,7 @@ def main(argv=None):
 
     print(f"\n{'workload':<44} {'tecomp ms':>10} {'torch ms':>10} {'ratio':>7}  check")
     for r in ROWS:
-        f = (lambda v, p: "-" if v is None else f"{v:.{p}f}")
+        f = _num
         print(f"{r['workload']:<44} {f(r['tecomp_ms'], 4):>10} {f(r['torch_ms'], 4):>10} "
               f"{f(r['ratio'], 3):>7}  {r['check']}" + (f"  [{r['note']}]" if r["note"] else ""))
     if args.out:

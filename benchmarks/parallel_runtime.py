@@ -4,7 +4,8 @@
 
 Launch overhead: an "empty" kernel (one trivial store per thread) with a parallel loop, against the
 same kernel with a serial loop, both called directly through ctypes (median per call over many
-calls; the overhead is the difference of the medians, "best" the fastest batch); "hot" is back-to-back calls (workers still spinning), "cold" has 5 ms pauses between calls
+calls; the overhead is the difference of the medians, "best" the fastest batch); "hot" is
+back-to-back calls (workers still spinning), "cold" has 5 ms pauses between calls
 (workers asleep on their futex), "native" launches 10^5 times from inside one kernel (no Python).
 Compute: exp over 2^24 float32 and matmul 512^3 (loop order i, k, j), parallel outer loop, with 1
 and with N threads (default: all cores); measurements alternate between the settings and the best

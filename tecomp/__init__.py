@@ -2,8 +2,27 @@
 from . import ir, ops
 from .build import Kernel, build
 from .deploy import load
-from .ir import (ComputeDAG, Tensor, abs, cast, compute, compute_csr, exp, if_then_else, log, max,
-                 maximum, min, minimum, placeholder, reduce_axis, sigmoid, sqrt, sum, tanh)
+from .ir import (
+    ComputeDAG,
+    Tensor,
+    abs,
+    cast,
+    compute,
+    compute_csr,
+    exp,
+    if_then_else,
+    log,
+    max,
+    maximum,
+    min,
+    minimum,
+    placeholder,
+    reduce_axis,
+    sigmoid,
+    sqrt,
+    sum,
+    tanh,
+)
 from .schedule import Schedule, ScheduleError, load_records, lower
 from .target import Target, TargetKind
 

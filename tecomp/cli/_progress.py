@@ -6,7 +6,6 @@ import shutil
 import sys
 import time
 
-
 #: set by the CLI's SIGINT/SIGTERM handler. The handler also raises KeyboardInterrupt, but an
 #: exception raised while a finalizer (``__del__``, ``weakref.finalize``) runs is printed and
 #: dropped, and the tuning would go on; the next round's progress update raises it again.

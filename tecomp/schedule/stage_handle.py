@@ -5,15 +5,10 @@ The examples assume a matmul ``C`` of a DAG ``dag`` and ``s = tc.Schedule(dag)``
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..ir.expr import IterKind
 from .compute_steps import ComputeAtStep, ComputeInlineStep, ComputeRootStep, StorageAlignStep
 from .state import Annotation, ScheduleError
 from .steps import AnnotationStep, FuseStep, PragmaStep, ReorderStep, SplitStep
-
-if TYPE_CHECKING:
-    from .schedule import Schedule
 
 __all__ = ["StageHandle", "IterHandle"]
 
@@ -39,8 +34,8 @@ class StageHandle:
     stage when steps insert stages before it.
     """
 
-    def __init__(self, sched: "Schedule", ref):
-        self._s, self.ref = sched, ref
+    def __init__(self, sched, ref):
+        self._s, self.ref = sched, ref  # sched: the Schedule (schedule.py imports this module)
 
     @property
     def index(self) -> int:
