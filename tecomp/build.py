@@ -43,11 +43,6 @@ class Kernel:
     def loop_ir(self) -> PrimFunc:
         return self.func
 
-    def source(self) -> str:
-        """The generated code as text: LLVM IR for ``llvm``, PTX (one ``.entry`` per kernel
-        launch) for ``cuda``."""
-        return self._compiled.source
-
     @property
     def compiled(self):
         """The back end's compiled module: ``source`` and ``assembly()`` for both targets,
