@@ -37,13 +37,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
-import re
-import socket
 import time
 import weakref
 from collections import deque
-from dataclasses import dataclass
 
 try:
     import ray
@@ -52,114 +48,15 @@ except ImportError as e:  # ray is an optional extra
     raise ImportError("tecomp.RayMeasurer needs Ray: pip install 'tecomp[ray]' (or ray)") from e
 
 from ..schedule.records import ErrorKind, MeasureResult
-from ..target import Target, TargetKind
-from .measure import LocalMeasurer
+from ..target import Target
+from .ray_nodes import NODE_LABEL, NodeActor, RayNode, check_reachable, kill_actors, ray_error_text
 from .task import TuningOptions
 
 __all__ = ["RayMeasurer", "RayNode", "NODE_LABEL"]
 
-#: the node label that declares a node's CPU (an LLVM CPU name) instead of detecting it
-NODE_LABEL = "tecomp-cpu"
-
-
-def _enabled(features: str) -> frozenset:
-    return frozenset(f for f in features.split(",") if f.startswith("+"))
-
-
-@dataclass
-class RayNode:
-    """One node of the cluster as the measurer sees it.
-
-    Attributes
-    ----------
-    node_id, host : str
-    cpus : int
-        Ray's logical CPUs of the node (its actor holds them all; its worker processes).
-    cpu, features : str
-        The LLVM CPU name and feature string the node measures for.
-    labelled : bool
-        ``cpu`` comes from the ``tecomp-cpu`` label (features are then not compared).
-    pid : int
-        The node actor's process id (its measurement workers are its child processes).
-    problem : str
-        Why the node cannot measure at all ("" when it can).
-    lost : str
-        Why it was dropped during the tuning ("" while it is in use).
-    measured : int
-        Candidates it returned results for.
-    busy : int
-        Candidates it is measuring now.
-    """
-    node_id: str
-    host: str
-    cpus: int
-    cpu: str = ""
-    features: str = ""
-    labelled: bool = False
-    pid: int = 0
-    problem: str = ""
-    lost: str = ""
-    measured: int = 0
-    busy: int = 0
-
-    @property
-    def usable(self) -> bool:
-        return not self.problem and not self.lost
-
-    def mismatch(self, target: Target) -> str:
-        """Why this node cannot measure for ``target`` ("" when it can)."""
-        if self.problem:
-            return self.problem
-        if self.lost:
-            return f"lost: {self.lost}"
-        if target.kind is not TargetKind.LLVM:
-            return f"the Ray measurer measures CPU (llvm) targets, not {target}"
-        if self.cpu != target.cpu:
-            how = "labelled" if self.labelled else "detected"
-            return f"its CPU is {self.cpu} ({how}), the target's {target.cpu}"
-        if not self.labelled and _enabled(self.features) != _enabled(target.features):
-            mine, theirs = _enabled(self.features), _enabled(target.features)
-            diff = sorted(mine ^ theirs)[:6]
-            return (f"its CPU features differ from the target's ({', '.join(diff)}: "
-                    f"{len(mine - theirs)} more, {len(theirs - mine)} fewer)")
-        return ""
-
-    def __str__(self):
-        return f"{self.host} ({self.node_id[:8]}, {self.cpu}, {self.cpus} CPU)"
-
-
-class _NodeActor:
-    """The measurement service of one node (a Ray actor): a LocalMeasurer whose workers isolate
-    every candidate from this process."""
-
-    def __init__(self, options: TuningOptions, check: bool, prepare, startup_timeout: float):
-        self.args = (options, check, prepare, startup_timeout)
-        self.measurer = None
-
-    def probe(self) -> dict:
-        from ..target import host_cpu
-        cpu, features = host_cpu()
-        return {"pid": os.getpid(), "host": socket.gethostname(), "cpu": cpu,
-                "features": features}
-
-    def measure(self, inputs: list) -> list:
-        if self.measurer is None:  # started on the first chunk, so probing a node stays cheap
-            options, check, prepare, startup = self.args
-            self.measurer = LocalMeasurer(options, check=check, prepare=prepare,
-                                          startup_timeout=startup)
-        return self.measurer.measure(inputs)
-
-
-def _kill(actors) -> None:
-    for a in actors:
-        try:
-            ray.kill(a, no_restart=True)
-        except Exception:  # noqa: BLE001 - best effort: it may be gone with its node
-            pass
-
 
 def _shutdown(actors: dict, own: bool) -> None:
-    _kill(list(actors.values()))
+    kill_actors(list(actors.values()))
     actors.clear()
     if own and ray.is_initialized():
         ray.shutdown()
@@ -207,10 +104,11 @@ class RayMeasurer:
         self.startup_timeout = float(startup_timeout)
         self._own = not ray.is_initialized()
         if self._own:
+            check_reachable(address)
             try:
                 ray.init(address=address, log_to_driver=False, include_dashboard=False,
                          logging_level=logging.WARNING)
-            except ConnectionError as e:
+            except (ConnectionError, ValueError) as e:
                 raise RuntimeError(f"RayMeasurer: cannot connect to a Ray cluster at {address!r} "
                                    f"({e}); start one with 'ray start --head'") from None
         self._actors: dict = {}  # node id -> actor handle
@@ -233,7 +131,7 @@ class RayMeasurer:
     def _start_actor(self, node: RayNode):
         workers = self.workers_per_node or node.cpus
         opts = dataclasses.replace(self.options, n_workers=workers)
-        actor = ray.remote(_NodeActor).options(
+        actor = ray.remote(NodeActor).options(
             num_cpus=node.cpus, max_restarts=0, max_concurrency=1,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
         ).remote(opts, self.check, self.prepare, self.startup_timeout)
@@ -272,13 +170,13 @@ class RayMeasurer:
                 node.problem = (f"its measurement actor did not start within "
                                 f"{self.startup_timeout:g} s (are its CPUs held by other Ray "
                                 f"work?)")
-                _kill([self._actors.pop(node.node_id)])
+                kill_actors([self._actors.pop(node.node_id)])
                 continue
             try:
                 info = ray.get(ref)
             except ray.exceptions.RayError as e:
-                node.problem = f"its measurement actor failed: {_why(e)}"
-                _kill([self._actors.pop(node.node_id)])
+                node.problem = f"its measurement actor failed: {ray_error_text(e)}"
+                kill_actors([self._actors.pop(node.node_id)])
                 continue
             node.host, node.pid = info["host"], info["pid"]
             node.cpu, node.features = info["cpu"], info["features"]
@@ -311,7 +209,7 @@ class RayMeasurer:
         node.lost = why
         actor = self._actors.pop(node.node_id, None)
         if actor is not None:
-            _kill([actor])
+            kill_actors([actor])
         left = len(self.nodes_for(target))
         self._verbose(f"lost node {node}: {why}; of the candidates it was measuring {moved} go "
                       f"to other nodes, {lost} are recorded as node_lost; going on with {left} "
@@ -344,7 +242,7 @@ class RayMeasurer:
             # a node busy with a stale chunk would delay the next round: replace its actor
             for node, _, _ in inflight.values():
                 node.busy = 0
-            _kill([self._actors.pop(node.node_id) for node, _, _ in inflight.values()
+            kill_actors([self._actors.pop(node.node_id) for node, _, _ in inflight.values()
                    if node.node_id in self._actors])
             raise
         return results
@@ -390,7 +288,7 @@ class RayMeasurer:
                 try:
                     out = ray.get(ref)
                 except ray.exceptions.RayError as e:
-                    self._requeue(node, _why(e), chunk, queue, losses, lost_on, results,
+                    self._requeue(node, ray_error_text(e), chunk, queue, losses, lost_on, results,
                                   inputs[chunk[0]].task.target)
                     continue
                 for i, r in zip(chunk, out):
@@ -430,12 +328,3 @@ class RayMeasurer:
 
 def _lost_result(why: str) -> MeasureResult:
     return MeasureResult(error=ErrorKind.NODE_LOST, error_msg=why[-500:])
-
-
-def _why(e: BaseException) -> str:
-    """A Ray error in a line: its type, its first line and (for a remote traceback) its last."""
-    plain = re.sub(r"\x1b\[[0-9;]*m", "", str(e))  # Ray colours its task names
-    text = [t.strip() for t in plain.strip().splitlines() if t.strip()]
-    first = text[0][:200] if text else ""
-    last = f" ... {text[-1][:200]}" if len(text) > 1 else ""
-    return f"{type(e).__name__}: {first}{last}"

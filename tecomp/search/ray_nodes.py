@@ -1,0 +1,143 @@
+"""The nodes of a Ray cluster as :class:`~.ray_measure.RayMeasurer` sees them: :class:`RayNode`
+(which CPU a node measures for, and whether it is in use), :class:`NodeActor` (the measurement
+service each node runs) and the small Ray helpers the measurer uses."""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass
+
+try:
+    import ray
+except ImportError as e:  # ray is an optional extra
+    raise ImportError("tecomp.RayMeasurer needs Ray: pip install 'tecomp[ray]' (or ray)") from e
+
+from ..target import Target, TargetKind
+from .measure import LocalMeasurer
+from .task import TuningOptions
+
+__all__ = ["NODE_LABEL", "RayNode", "NodeActor", "kill_actors", "check_reachable",
+           "ray_error_text"]
+
+#: the node label that declares a node's CPU (an LLVM CPU name) instead of detecting it
+NODE_LABEL = "tecomp-cpu"
+
+
+def _enabled(features: str) -> frozenset:
+    return frozenset(f for f in features.split(",") if f.startswith("+"))
+
+
+@dataclass
+class RayNode:
+    """One node of the cluster as the measurer sees it.
+
+    Attributes
+    ----------
+    node_id, host : str
+    cpus : int
+        Ray's logical CPUs of the node (its actor holds them all; its worker processes).
+    cpu, features : str
+        The LLVM CPU name and feature string the node measures for.
+    labelled : bool
+        ``cpu`` comes from the ``tecomp-cpu`` label (features are then not compared).
+    pid : int
+        The node actor's process id (its measurement workers are its child processes).
+    problem : str
+        Why the node cannot measure at all ("" when it can).
+    lost : str
+        Why it was dropped during the tuning ("" while it is in use).
+    measured : int
+        Candidates it returned results for.
+    busy : int
+        Candidates it is measuring now.
+    """
+    node_id: str
+    host: str
+    cpus: int
+    cpu: str = ""
+    features: str = ""
+    labelled: bool = False
+    pid: int = 0
+    problem: str = ""
+    lost: str = ""
+    measured: int = 0
+    busy: int = 0
+
+    @property
+    def usable(self) -> bool:
+        return not self.problem and not self.lost
+
+    def mismatch(self, target: Target) -> str:
+        """Why this node cannot measure for ``target`` ("" when it can)."""
+        if self.problem:
+            return self.problem
+        if self.lost:
+            return f"lost: {self.lost}"
+        if target.kind is not TargetKind.LLVM:
+            return f"the Ray measurer measures CPU (llvm) targets, not {target}"
+        if self.cpu != target.cpu:
+            how = "labelled" if self.labelled else "detected"
+            return f"its CPU is {self.cpu} ({how}), the target's {target.cpu}"
+        if not self.labelled and _enabled(self.features) != _enabled(target.features):
+            mine, theirs = _enabled(self.features), _enabled(target.features)
+            diff = sorted(mine ^ theirs)[:6]
+            return (f"its CPU features differ from the target's ({', '.join(diff)}: "
+                    f"{len(mine - theirs)} more, {len(theirs - mine)} fewer)")
+        return ""
+
+    def __str__(self):
+        return f"{self.host} ({self.node_id[:8]}, {self.cpu}, {self.cpus} CPU)"
+
+
+class NodeActor:
+    """The measurement service of one node (a Ray actor): a LocalMeasurer whose workers isolate
+    every candidate from this process."""
+
+    def __init__(self, options: TuningOptions, check: bool, prepare, startup_timeout: float):
+        self.args = (options, check, prepare, startup_timeout)
+        self.measurer = None
+
+    def probe(self) -> dict:
+        from ..target import host_cpu
+        cpu, features = host_cpu()
+        return {"pid": os.getpid(), "host": socket.gethostname(), "cpu": cpu,
+                "features": features}
+
+    def measure(self, inputs: list) -> list:
+        if self.measurer is None:  # started on the first chunk, so probing a node stays cheap
+            options, check, prepare, startup = self.args
+            self.measurer = LocalMeasurer(options, check=check, prepare=prepare,
+                                          startup_timeout=startup)
+        return self.measurer.measure(inputs)
+
+def kill_actors(actors) -> None:
+    for a in actors:
+        try:
+            ray.kill(a, no_restart=True)
+        except Exception:  # noqa: BLE001 - best effort: it may be gone with its node
+            pass
+
+def check_reachable(address, timeout: float = 10.0) -> None:
+    """Refuse a HOST:PORT nobody listens on at once: ``ray.init`` would retry for minutes."""
+    if not isinstance(address, str) or not address:
+        raise ValueError(f"RayMeasurer: address must be 'auto' or 'HOST:PORT', got {address!r}")
+    if address == "auto":
+        return
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RuntimeError(f"RayMeasurer: the address {address!r} is not 'auto' or 'HOST:PORT'")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except (OSError, ValueError) as e:
+        raise RuntimeError(f"RayMeasurer: nothing answers at {address!r} ({e}); is the cluster's "
+                           f"head started ('ray start --head') and its port open?") from None
+
+
+def ray_error_text(e: BaseException) -> str:
+    """A Ray error in a line: its type, its first line and (for a remote traceback) its last."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", str(e))  # Ray colours its task names
+    text = [t.strip() for t in plain.strip().splitlines() if t.strip()]
+    first = text[0][:200] if text else ""
+    last = f" ... {text[-1][:200]}" if len(text) > 1 else ""
+    return f"{type(e).__name__}: {first}{last}"
