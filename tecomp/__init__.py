@@ -1,7 +1,7 @@
 """tecomp: a tensor compiler. README.md shows the public API; docs/ARCHITECTURE.md the layers."""
 from . import ir, ops
 from .build import Kernel, build
-from .deploy import load
+from .frontend.deploy_model import load  # a model export, else tecomp.deploy.load
 from .ir import (
     ComputeDAG,
     Tensor,

@@ -28,12 +28,16 @@ __all__ = ["CompiledModel", "compile_model", "Step"]
 @dataclass
 class Step:
     """One kernel launch: the kernel, its argument slots, its output slot, its group's name and
-    the index checks to run first (``(slot, dimension size, node description)`` of a Gather)."""
+    the index checks to run first (``(slot, dimension size, node description)`` of a Gather);
+    ``schedule`` and ``constants`` are what it was built from (for :meth:`CompiledModel.export`;
+    None in a loaded model)."""
     kernel: object
     args: list
     out: int
     name: str
     gather_checks: list
+    schedule: object = None
+    constants: dict | None = None
 
 
 class CompiledModel:
@@ -49,17 +53,16 @@ class CompiledModel:
         The layers that run with the default schedule (no record in the log).
     """
 
-    def __init__(self, model: Model, target: Target, steps: list, slots: list, inputs: list,
-                 outputs: list, constants: dict, untuned: list):
-        self.name, self.target = model.name, target
-        self.input_names = list(model.inputs)
-        self.output_names = list(model.outputs)
-        self._inputs = [(model.values[n].shape, model.values[n].dtype) for n in model.inputs]
+    def __init__(self, name: str, target: Target, inputs: list, output_names: list, steps: list,
+                 slots: list, input_slots: list, output_slots: list, untuned: list):
+        self.name, self.target = name, target
+        self.input_names = [n for n, _, _ in inputs]
+        self.output_names = list(output_names)
+        self._inputs = [(tuple(s), np.dtype(d)) for _, s, d in inputs]
         self.steps, self.untuned = steps, untuned
-        self._slot_specs = slots          # (shape, dtype) per slot
-        self._input_slots = inputs        # slot of each model input
-        self._output_slots = outputs      # slot (int) or constant array per model output
-        self._consts = constants          # slot -> constant array (read-only)
+        self.slot_specs = slots           # (shape, dtype) per buffer slot
+        self.input_slots = input_slots    # slot of each model input
+        self.output_slots = output_slots  # slot (int) or constant array per model output
         self._buffers = None
 
     def _arguments(self, args, kwargs) -> list:
@@ -95,16 +98,14 @@ class CompiledModel:
     def __call__(self, *args, **kwargs):
         arrays = self._arguments(args, kwargs)
         if self._buffers is None:  # planned once; allocated on the first call
-            self._buffers = [np.empty(s, d) for s, d in self._slot_specs]
-            for slot, c in self._consts.items():
-                self._buffers[slot] = c
+            self._buffers = [np.empty(s, d) for s, d in self.slot_specs]
         bufs = list(self._buffers)
-        for slot, a in zip(self._input_slots, arrays):
+        for slot, a in zip(self.input_slots, arrays):
             bufs[slot] = a
-        out_slots = {s for s in self._output_slots if isinstance(s, int)}
+        out_slots = {s for s in self.output_slots if isinstance(s, int)}
         for slot in out_slots:  # outputs are new arrays: the caller keeps them
-            if slot not in self._input_slots:
-                bufs[slot] = np.empty(*self._slot_specs[slot])
+            if slot not in self.input_slots:
+                bufs[slot] = np.empty(*self.slot_specs[slot])
         for st in self.steps:
             for slot, n, where in st.gather_checks:
                 idx = bufs[slot]
@@ -113,9 +114,16 @@ class CompiledModel:
                     raise ValueError(f"model {self.name!r}: {where}: Gather index {bad} is out of "
                                      f"range [{-n}, {n})")
             st.kernel(*[bufs[a] for a in st.args], out=bufs[st.out])
-        res = [bufs[s].copy() if isinstance(s, int) and s in self._input_slots
-               else bufs[s] if isinstance(s, int) else np.array(s) for s in self._output_slots]
+        res = [bufs[s].copy() if isinstance(s, int) and s in self.input_slots
+               else bufs[s] if isinstance(s, int) else np.array(s) for s in self.output_slots]
         return res[0] if len(res) == 1 else tuple(res)
+
+    def export(self, path) -> dict:
+        """Write this model as object code, weights and a manifest to directory ``path``;
+        ``tc.load(path)`` returns it in another process without compiling or importing onnx
+        (see :mod:`tecomp.frontend.deploy_model`). Returns the manifest."""
+        from .deploy_model import export_model
+        return export_model(self, path)
 
     def __repr__(self):
         return (f"<tc.CompiledModel {self.name!r}: {len(self.steps)} kernels, inputs "
@@ -153,7 +161,6 @@ def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
     groups = partition(model)
     slot_of: dict = {}
     specs: list = []
-    consts: dict = {}
     free: dict = {}  # (shape, dtype) -> free slots
     outputs = set(model.outputs)
 
@@ -177,7 +184,7 @@ def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
     steps, untuned = [], []
     for k, g in enumerate(groups):
         gd = group_dag(model, g)
-        kernel, tuned = _build_group(gd, target, log)
+        kernel, sched, tuned = _build_group(gd, target, log)
         if not tuned:
             untuned.append(g.name)
         args = []
@@ -191,7 +198,7 @@ def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
                 size = model.values[n.inputs[0]].shape[n.attrs["axis"]]
                 checks.append((slot_of[n.inputs[1]], size, n.describe()))
         out = new_slot(g.output, reuse=g.output not in outputs)
-        steps.append(Step(kernel, args, out, g.name, checks))
+        steps.append(Step(kernel, args, out, g.name, checks, sched, gd.constants))
         for name in gd.runtime:  # values read for the last time go back to the pool
             if last_use.get(name) == k and name not in outputs and name not in model.inputs:
                 v = model.values[name]
@@ -208,12 +215,14 @@ def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
         warnings.warn(f"compile_model {model.name!r}: {len(untuned)} of {len(groups)} layers have "
                       f"no record in {str(log)!r} and use the default schedule: {shown}",
                       UserWarning, stacklevel=2)
-    return CompiledModel(model, target, steps, specs, [slot_of[n] for n in model.inputs],
-                         out_slots, consts, untuned)
+    inputs = [(n, model.values[n].shape, model.values[n].dtype) for n in model.inputs]
+    return CompiledModel(model.name, target, inputs, model.outputs, steps, specs,
+                         [slot_of[n] for n in model.inputs], out_slots, untuned)
 
 
 def _build_group(gd, target, log):
-    """``(kernel, tuned)``: the group's kernel from the log's best record, or the default."""
+    """``(kernel, schedule, tuned)``: the group's kernel from the log's best record, or the
+    default schedule."""
     sched = None
     if log is not None:
         from ..schedule.log_schedule import schedule_from_log
@@ -225,4 +234,4 @@ def _build_group(gd, target, log):
     if sched is None:
         sched = _default_schedule(gd.dag)
     kernel = build(gd.dag, target, schedule=sched, constants=gd.constants or None)
-    return kernel, tuned
+    return kernel, sched, tuned
