@@ -37,10 +37,14 @@ class LogLock:
 
     def __enter__(self) -> "LogLock":
         path = self.path
+        parent = os.path.dirname(path)
         try:
-            parent = os.path.dirname(path)
             if parent:
                 os.makedirs(parent, exist_ok=True)
+        except OSError as e:
+            raise type(e)(e.errno, f"tuning log {path!r} cannot be written: its folder "
+                                   f"{parent!r} cannot be made ({e.strerror or e})") from None
+        try:
             f = open(path, "ab")  # noqa: SIM115 - held open for the lock's lifetime
         except OSError as e:
             raise type(e)(e.errno, f"tuning log {path!r} cannot be written: "
