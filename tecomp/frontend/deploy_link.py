@@ -26,7 +26,10 @@ def _check_host(h: dict, where: str) -> None:
                                   f"with: {', '.join(missing + unknown)}; export it again here")
 
 
-def _array(dirpath: str, spec: dict, what: str) -> np.ndarray:
+def _array(dirpath: str, spec: dict, what: str, cache: dict | None = None) -> np.ndarray:
+    key = (spec["file"], spec["sha256"], tuple(spec["shape"]), spec["dtype"])
+    if cache is not None and key in cache:
+        return cache[key]
     from ..deploy.manifest import read_export_file
     data = read_export_file(dirpath, spec["file"], spec["sha256"], what)
     dtype = np.dtype(spec["dtype"]).newbyteorder("<")
@@ -36,6 +39,8 @@ def _array(dirpath: str, spec: dict, what: str) -> np.ndarray:
                          f"{n * dtype.itemsize} of {spec['dtype']}{spec['shape']}")
     a = np.frombuffer(data, dtype).reshape(spec["shape"]).astype(spec["dtype"])
     a.flags.writeable = False
+    if cache is not None:
+        cache[key] = a
     return a
 
 
@@ -133,9 +138,10 @@ def link_model(dirpath: str, m: dict, check_target: bool = True):
         if len(st["constants"]) != len(const_ts) or len(st["bound"]) != len(split.bound) or \
                 len(st["args"]) != len(free) or len(dag.outputs) != 1:
             raise ValueError(f"{where}: its arguments do not match its kernel's")
-        consts = {t.name: _array(dirpath, spec, "weights") for t, spec in
+        seen: dict = {}  # a file listed twice is read once
+        consts = {t.name: _array(dirpath, spec, "weights", seen) for t, spec in
                   zip(const_ts, st["constants"])}
-        bound = [_array(dirpath, spec, "weights") for spec in st["bound"]]
+        bound = [_array(dirpath, spec, "weights", seen) for spec in st["bound"]]
         for a, t in list(zip(consts.values(), const_ts)) + list(zip(bound, split.bound)):
             if not _same(a.shape, a.dtype, t):
                 raise ValueError(f"{where}: an array of {a.dtype}{list(a.shape)} stands for "

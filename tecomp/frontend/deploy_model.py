@@ -110,13 +110,17 @@ def export_model(cm, path) -> dict:
             folded = [np.empty(b.shape, dtype=b.dtype.np) for b in split.folded]
             compile_cpu(split.prologue).run([by_param[b] for b in split.prologue_inputs] + folded)
             by_param.update(zip(split.folded, folded))
+        written: dict = {}  # a weight the kernel reads as it is: one file for both lists
+
+        def put(name, a):
+            if id(a) not in written:
+                written[id(a)] = _write_array(out_dir, name, a)
+            return written[id(a)]
         steps.append({
             "kernel": kernel_of[kkey], "args": list(st.args), "out": st.out, "name": st.name,
             "gather_checks": [[s, size, where] for s, size, where in st.gather_checks],
-            "constants": [_write_array(out_dir, f"s{n}_c{j}.bin", consts[nm])
-                          for j, nm in enumerate(names)],
-            "bound": [_write_array(out_dir, f"s{n}_b{j}.bin", by_param[b])
-                      for j, b in enumerate(split.bound)]})
+            "constants": [put(f"s{n}_c{j}.bin", consts[nm]) for j, nm in enumerate(names)],
+            "bound": [put(f"s{n}_b{j}.bin", by_param[b]) for j, b in enumerate(split.bound)]})
     runtime = None
     if any(k["parallel"] for k in kernels):
         rt = threadpool.object_code()
