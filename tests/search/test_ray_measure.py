@@ -306,6 +306,43 @@ def test_cli_killed_driver_resumes_on_a_cluster(tmp_path):
         _stop(c)
 
 
+class _LosesSecond:
+    """A measurer whose second candidate of every batch lost its node (the rest measured by a
+    LocalMeasurer): what a RayMeasurer returns when a node dies and no other can take it."""
+
+    def __init__(self, opt):
+        from tecomp.search.measure import LocalMeasurer
+        self.local = LocalMeasurer(opt)
+
+    def measure(self, inputs):
+        out = self.local.measure(inputs)
+        out[1] = tc.schedule.records.MeasureResult(error=ErrorKind.NODE_LOST, error_msg="gone")
+        return out
+
+    def close(self):
+        self.local.close()
+
+
+def test_node_lost_is_no_trial_and_teaches_the_model_nothing(tmp_path):
+    """TaskTuner: a NODE_LOST result is logged, counted as an error, but not as a trial; the
+    search may ask for it again and the cost model gets no sample of it."""
+    task, log = matmul_task(16), str(tmp_path / "t.jsonl")
+    opt = TuningOptions(**{**FAST, "measures_per_round": 4})
+    tuner = TaskTuner(task, opt, log=log)
+    m = _LosesSecond(opt)
+    try:
+        done = tuner.round(m, 4)
+    finally:
+        m.close()
+    recs = load_records(log)
+    assert done == 3 and tuner.result.trials == 3 and tuner.result.errors == {"NODE_LOST": 1}
+    assert len(recs) == 4 and recs[1].result.error is ErrorKind.NODE_LOST
+    assert recs[1].key not in tuner.search.measured
+    assert {r.key for r in recs[::2]} <= tuner.search.measured
+    if hasattr(tuner.model, "keys"):  # the learned model: samples of the measured ones only
+        assert recs[1].key not in tuner.model.keys and len(tuner.model.keys) == 3
+
+
 def test_tecomp_and_local_tuning_never_import_ray():
     """ray is optional: importing tecomp, the search and the local measurer leaves it out."""
     code = ("import sys, tecomp as tc\n"
