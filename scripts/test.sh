@@ -6,4 +6,5 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="$("$root/scripts/venv.sh" test)"
 cd "$root"
 bash scripts/lint.sh "$py"
-exec "$py" -m pytest -n 2 -q "$@"
+# loadgroup: the tests of one xdist_group (a Ray cluster) share a worker, so one cluster starts
+exec "$py" -m pytest -n 2 --dist loadgroup -q "$@"
