@@ -42,7 +42,9 @@ class Step:
 
 class CompiledModel:
     """A compiled network: ``cm(*arrays)`` or ``cm(**{input_name: array})`` returns the model's
-    output (a tuple when it has several), as new numpy arrays.
+    output (a tuple when it has several), as new numpy arrays. The intermediate buffers are
+    allocated on the first call and reused by every later one, so one CompiledModel runs one
+    call at a time (use one per thread).
 
     Attributes
     ----------

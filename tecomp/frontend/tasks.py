@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .fusion import group_dag, partition
-from .graph import Model, Pattern
+from .graph import Model
 
 __all__ = ["model_tasks", "tune_model", "task_names"]
 
@@ -12,7 +12,7 @@ def _grouped(model: Model, include_simple: bool) -> list:
     """``[(GroupDAG, count)]``: one per distinct workload key, in first-occurrence order."""
     by_key: dict = {}
     for g in partition(model):
-        if not include_simple and (g.anchor is None or g.anchor.op.pattern < Pattern.REDUCE):
+        if not include_simple and g.anchor is None:
             continue
         gd = group_dag(model, g)
         key = gd.dag.workload_key
