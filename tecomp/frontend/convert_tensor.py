@@ -36,6 +36,7 @@ def constant(ctx, node, attrs):
 def constant_of_shape(ctx, node, attrs):
     from onnx import numpy_helper
     dims = [int(d) for d in ctx.need_const(node.input[0], "shape").reshape(-1)]
+    ctx.check_size(dims)
     val = numpy_helper.to_array(attrs["value"]).reshape(-1) if "value" in attrs \
         else np.zeros(1, np.float32)
     ctx.model.add_constant(node.output[0], np.full(dims, val[0], dtype=val.dtype))
@@ -62,7 +63,7 @@ def reshape(ctx, node, attrs):
         if known == 0 or x.size % known:
             ctx.fail(f"cannot reshape {list(x.shape)} to {target}")
         out[out.index(-1)] = x.size // known
-    if int(np.prod(out)) != x.size or any(s < 0 for s in out):
+    if any(s < 0 for s in out) or int(np.prod(out, dtype=object)) != x.size:
         ctx.fail(f"cannot reshape {list(x.shape)} ({x.size} elements) to {target}")
     _reshape_to(ctx, node, out)
 
@@ -182,6 +183,7 @@ def expand(ctx, node, attrs):
         out = np.broadcast_shapes(x.shape, tuple(target))
     except ValueError:
         ctx.fail(f"cannot expand {list(x.shape)} to {target}")
+    ctx.check_size(out)
     if tuple(out) == x.shape:
         ctx.alias(node.output[0], node.input[0])
     else:

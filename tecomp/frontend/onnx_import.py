@@ -18,6 +18,8 @@ from .lowering import Imm, fold_node, inline_as_literal, lower_node
 __all__ = ["from_onnx", "ImportContext"]
 
 _INPUT_DTYPES = ("float32", "float64", "int64", "int32", "bool")
+#: the largest tensor a model may describe (2**31 elements: 8 GiB of float32)
+MAX_ELEMENTS = 1 << 31
 
 
 class ImportContext:
@@ -50,6 +52,13 @@ class ImportContext:
                                            f"value computed at run time is not supported")
         return a
 
+    def check_size(self, shape) -> None:
+        """A shape computed from the file's data must be a real tensor's (no negative sizes, at
+        most ``MAX_ELEMENTS`` elements), before anything of that size is allocated."""
+        dims = [int(d) for d in shape]
+        if any(d < 0 for d in dims) or int(np.prod(dims, dtype=object)) > MAX_ELEMENTS:
+            self.fail(f"shape {dims} is negative or has more than {MAX_ELEMENTS} elements")
+
     def fail(self, msg: str, unsupported: bool = False):
         cls = UnsupportedOperatorError if unsupported else ModelError
         raise cls(f"{self.where}: {msg}")
@@ -79,6 +88,7 @@ class ImportContext:
             t = lower_node(node, self.operands(node), "probe")
         except (ValueError, TypeError, IndexError) as e:
             raise ModelError(f"{self.where}: {e}") from e
+        self.check_size(t.shape)
         self.model.add_value(out, t.shape, t.dtype.np)
         self.model.nodes.append(node)
         return out
@@ -205,7 +215,11 @@ def from_onnx(model, shapes: dict | None = None, name: str | None = None) -> Mod
         if dtype.name not in _INPUT_DTYPES:
             raise UnsupportedOperatorError(f"{where}: graph input {vi.name!r} has dtype "
                                            f"{dtype.name}; supported: {', '.join(_INPUT_DTYPES)}")
-        m.add_value(vi.name, _static_shape(vi, shapes, where), dtype)
+        shape = _static_shape(vi, shapes, where)
+        if any(d < 1 for d in shape) or int(np.prod(shape, dtype=object)) > MAX_ELEMENTS:
+            raise ModelError(f"{where}: graph input {vi.name!r} has shape {list(shape)}: sizes "
+                             f"must be positive, at most {MAX_ELEMENTS} elements in all")
+        m.add_value(vi.name, shape, dtype)
         m.inputs.append(vi.name)
     ctx = ImportContext(m, opset)
     n_nodes = len(g.node)

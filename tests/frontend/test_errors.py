@@ -109,3 +109,20 @@ def test_gather_index_out_of_range_is_reported():
                                   np.arange(20, dtype=np.float32).reshape(5, 4)[[0, 4, -1]])
     with pytest.raises(ValueError, match="'embed'.*index 5 is out of range \\[-5, 5\\)"):
         cm(np.array([0, 5, 1]))
+
+
+def test_huge_shapes_from_the_file_are_errors_not_allocations():
+    big = np.array([1 << 20, 1 << 20, 1 << 20], np.int64)
+    proto = make_model([helper.make_node("ConstantOfShape", ["s"], ["c"]),
+                        helper.make_node("Add", ["x", "c"], ["y"])],
+                       {"x": [1]}, {"y": [1]}, {"s": big})
+    with pytest.raises(ModelError, match="more than"):
+        tc.from_onnx(proto)
+    proto = make_model([helper.make_node("Expand", ["x", "s"], ["y"])], {"x": [1, 1, 1]},
+                       {"y": [1, 1, 1]}, {"s": big})
+    with pytest.raises(ModelError, match="more than"):
+        tc.from_onnx(proto)
+    proto = make_model([helper.make_node("Reshape", ["x", "s"], ["y"])], {"x": [4]}, {"y": [4]},
+                       {"s": np.array([-2, -2], np.int64)})
+    with pytest.raises(ModelError, match="cannot reshape"):
+        tc.from_onnx(proto)
