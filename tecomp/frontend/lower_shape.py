@@ -65,7 +65,7 @@ def _concat(ops: list, attrs: dict, name: str) -> Tensor:
     ax = attrs["axis"]
     shape = list(ops[0].shape)
     shape[ax] = sum(o.shape[ax] for o in ops)
-    dtype = next(o.dtype for o in ops if isinstance(o, Tensor))
+    dtype = next((o.dtype for o in ops if isinstance(o, Tensor)), ops[0].dtype)
 
     def body(*i):
         starts, acc = [], 0

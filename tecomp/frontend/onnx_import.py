@@ -83,6 +83,11 @@ class ImportContext:
         consts = [self.const(i) for i in inputs]
         try:
             if all(c is not None for c in consts):
+                try:  # the result's size first: a constant is allocated in full
+                    shape = lower_node(node, self.operands(node), "probe").shape
+                except Exception:  # noqa: BLE001 - numpy's evaluation below decides
+                    shape = ()
+                self.check_size(shape)
                 self.model.add_constant(out, fold_node(node, consts))
                 return out
             t = lower_node(node, self.operands(node), "probe")
