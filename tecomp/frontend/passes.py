@@ -6,6 +6,9 @@
   convolution with constant weights is folded into the convolution's weight and bias (what a
   BatchNormalization becomes on import); a multiply by a per-column constant after a matrix
   product with a constant right operand is folded into that operand (Gemm's alpha).
+- A layer normalization written out (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div,
+  then an optional scale and shift, as exporters before opset 17 write it) becomes one
+  layer_norm node: three passes over the row instead of six kernels.
 - Nodes whose results nobody uses are dropped.
 
 Constant folding proper happens during import (a node whose inputs are all constants is
@@ -18,13 +21,14 @@ import numpy as np
 from .graph import Model, Node, Op
 
 __all__ = ["simplify", "fold_channel_affine", "remove_identities", "eliminate_common",
-           "eliminate_dead"]
+           "fuse_layer_norms", "eliminate_dead"]
 
 
 def simplify(m: Model) -> Model:
     """Run every pass of this module, in place; returns ``m``."""
     remove_identities(m)
     eliminate_common(m)
+    fuse_layer_norms(m)
     while fold_channel_affine(m):
         pass
     eliminate_dead(m)
@@ -168,3 +172,76 @@ def eliminate_dead(m: Model) -> None:
     for name in [k for k in m.constants if k not in live]:
         del m.constants[name]
         del m.values[name]
+
+
+def _scalar(m: Model, name: str):
+    c = m.constants.get(name)
+    return None if c is None or c.size != 1 else float(c.reshape(()))
+
+
+def _only(cons: dict, name: str, outputs: set):
+    """The single node reading ``name`` (None when several do or it is a model output)."""
+    readers = cons.get(name, [])
+    return readers[0] if len(readers) == 1 and name not in outputs else None
+
+
+def fuse_layer_norms(m: Model) -> None:
+    """Replace each written-out layer normalization by one ``Op.LAYER_NORM`` node."""
+    from .lower_nn import Reduction
+    cons, outputs = m.consumers(), set(m.outputs)
+    for mean in list(m.nodes):
+        if mean.op is not Op.REDUCE or mean.attrs["kind"] is not Reduction.MEAN \
+                or not mean.attrs["keepdims"]:
+            continue
+        x = mean.inputs[0]
+        rank = len(m.values[x].shape)
+        axes = tuple(mean.attrs["axes"])
+        if not axes or axes != tuple(range(rank - len(axes), rank)):
+            continue
+        sub = _only(cons, mean.output, outputs)
+        if sub is None or sub.op is not Op.SUB or sub.inputs != [x, mean.output]:
+            continue
+        readers = cons.get(sub.output, [])
+        sq = next((r for r in readers if r.op is Op.POW and r.inputs[0] == sub.output
+                   and _scalar(m, r.inputs[1]) == 2.0), None)
+        div = next((r for r in readers if r.op is Op.DIV and r.inputs[0] == sub.output), None)
+        if sq is None or div is None or len(readers) != 2 or sub.output in outputs:
+            continue
+        var = _only(cons, sq.output, outputs)
+        if var is None or var.op is not Op.REDUCE or var.attrs != mean.attrs:
+            continue
+        add = _only(cons, var.output, outputs)
+        eps = _scalar(m, add.inputs[1]) if add is not None and add.op is Op.ADD else None
+        sqrt = _only(cons, add.output, outputs) if eps is not None else None
+        if sqrt is None or sqrt.op is not Op.SQRT or div.inputs[1] != sqrt.output \
+                or _only(cons, sqrt.output, outputs) is not div:
+            continue
+        norm = m.values[x].shape[rank - len(axes):]
+        dtype = m.values[x].dtype
+        last, scale, shift = div, None, None
+        mul = _only(cons, div.output, outputs)
+        if mul is not None and mul.op is Op.MUL and mul.inputs[0] == div.output and \
+                _trailing(m, mul.inputs[1], norm):
+            last, scale = mul, mul.inputs[1]
+            bias = _only(cons, mul.output, outputs)
+            if bias is not None and bias.op is Op.ADD and bias.inputs[0] == mul.output and \
+                    _trailing(m, bias.inputs[1], norm):
+                last, shift = bias, bias.inputs[1]
+        if scale is None:
+            scale = m.fresh_name(f"{last.output}_ones")
+            m.add_constant(scale, np.ones(norm, dtype))
+        chain = [mean, sub, sq, var, add, sqrt, div] + ([mul] if last is not div else []) + \
+            ([last] if shift is not None else [])
+        ln = Node(Op.LAYER_NORM, [x, scale] + ([shift] if shift else []), [last.output],
+                  {"axis": rank - len(axes), "epsilon": eps}, mean.source)
+        drop = {id(n) for n in chain}
+        m.nodes = [ln if n is last else n for n in m.nodes if id(n) not in drop or n is last]
+        cons = m.consumers()
+
+
+def _trailing(m: Model, name: str, norm: tuple) -> bool:
+    """A constant that broadcasts along the normalized (trailing) dimensions only."""
+    c = m.constants.get(name)
+    if c is None or c.ndim > len(norm):
+        return False
+    return all(s in (1, n) for s, n in zip(c.shape[::-1], norm[::-1]))

@@ -139,6 +139,13 @@ CASES = {
         [node("GatherElements", ["c", "i"], ["g"], axis=1), node("Add", ["x", "g"])],
         {"x": [2, 3]}, {"y": [2, 3]},
         {"c": w(2, 4), "i": np.array([[0, 3, 1], [2, 2, 0]], np.int64)}),
+    "layernorm_written_out_plain": make_model(
+        [node("ReduceMean", ["x"], ["mu"], axes=[-1]), node("Sub", ["x", "mu"], ["d"]),
+         node("Pow", ["d", "two"], ["p"]), node("ReduceMean", ["p"], ["v"], axes=[-1]),
+         node("Add", ["v", "eps"], ["ve"]), node("Sqrt", ["ve"], ["sd"]),
+         node("Div", ["d", "sd"])],
+        {"x": [3, 6]}, {"y": [3, 6]},
+        {"two": np.array(2.0, np.float32), "eps": np.array(1e-3, np.float32)}, opset=13),
     "two_outputs": make_model([node("Relu", ["x"], ["y"]), node("Sigmoid", ["y"], ["z"])],
                               {"x": [3, 4]}, {"y": [3, 4], "z": [3, 4]}),
 }
