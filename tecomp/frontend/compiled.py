@@ -60,7 +60,7 @@ class CompiledModel:
         self.name, self.target = name, target
         self.input_names = [n for n, _, _ in inputs]
         self.output_names = list(output_names)
-        self._inputs = [(tuple(s), np.dtype(d)) for _, s, d in inputs]
+        self.input_specs = [(tuple(s), np.dtype(d)) for _, s, d in inputs]  # (shape, dtype)
         self.steps, self.untuned = steps, untuned
         self.slot_specs = slots           # (shape, dtype) per buffer slot
         self.input_slots = input_slots    # slot of each model input
@@ -84,7 +84,7 @@ class CompiledModel:
             raise TypeError(f"model {self.name!r} takes {len(names)} input(s) ({', '.join(names)}), "
                             f"{len(args)} given")
         out = []
-        for a, n, (shape, dtype) in zip(args, names, self._inputs):
+        for a, n, (shape, dtype) in zip(args, names, self.input_specs):
             if not isinstance(a, np.ndarray):
                 raise TypeError(f"model {self.name!r}: input {n!r} must be a numpy array, got "
                                 f"{type(a).__name__}")

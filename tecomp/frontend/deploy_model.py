@@ -134,7 +134,7 @@ def export_model(cm, path) -> dict:
         "format": FORMAT, "format_version": VERSION, "tecomp_version": __version__,
         "name": cm.name, "host": objects.host_info(), "runtime": runtime,
         "inputs": [{"name": n, "shape": list(s), "dtype": d.name, "slot": slot}
-                   for n, (s, d), slot in zip(cm.input_names, cm._inputs, cm.input_slots)],
+                   for n, (s, d), slot in zip(cm.input_names, cm.input_specs, cm.input_slots)],
         "outputs": outputs,
         "slots": [{"shape": list(s), "dtype": np.dtype(d).name} for s, d in cm.slot_specs],
         "kernels": kernels, "steps": steps}
