@@ -190,11 +190,12 @@ class TuningOptions:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 raise ValueError(f"TuningOptions.{name} must be an integer >= {low}, got {v!r}")
         shares = ("eps_greedy", "mutation_prob", "init_measured_ratio", "sketch_share")
-        positive = ("build_timeout", "run_timeout", "slow_cutoff")
+        positive = ("build_timeout", "run_timeout", "slow_cutoff")  # slow_cutoff may be inf
         for name in shares + positive:
             v = getattr(self, name)
+            top = float("inf") if name == "slow_cutoff" else 1e9
             ok = isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and (
-                0 <= v <= 1 if name in shares else 0 < v < float("inf"))
+                0 <= v <= 1 if name in shares else 0 < v <= top)
             if not ok:
-                want = "in [0, 1]" if name in shares else "a positive finite number"
+                want = "in [0, 1]" if name in shares else f"a positive number up to {top:g}"
                 raise ValueError(f"TuningOptions.{name} must be {want}, got {v!r}")

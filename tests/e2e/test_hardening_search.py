@@ -16,6 +16,7 @@ from tecomp.schedule.records import MeasureResult, Record, append_records, load_
 from tecomp.search.cost_model import RandomModel
 from tecomp.search.evolution import EvolutionarySearch, mutate
 from tecomp.search.measure import LocalMeasurer
+from tecomp.search.target_search import materialize
 from tecomp.testing.random_dags import layer_norm_dag, random_dags
 
 FAST = dict(population=16, generations=1, measures_per_round=8, repeat=1, min_repeat_ms=1,
@@ -42,8 +43,7 @@ def test_measured_programs_of_same_named_sketches_come_back_to_their_sketch():
     for i in range(len(search.sketches)):
         c = None
         while c is None:
-            c = search._guarded("test", tc.search.annotate.materialize, task, i,
-                                search.sketches[i], {}, rng)
+            c = materialize(task, i, search.sketches[i], {}, rng)
         search.tell([c], [MeasureResult(costs=(1e-3 * (i + 1),))])
         assert search.sketch_index(search.decisions_of(c)["sketch"]) == i
     picked = search.ask(8)  # mutates the elites of every sketch: raised KeyError before
