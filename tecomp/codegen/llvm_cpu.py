@@ -29,10 +29,10 @@ from ..ir.loop import (
     stmts,
     verify,
 )
-from .llvm_expr import I1, I8, I64, PTR, VOID, ExprEmitter, dispatch, ident, mem_type, reg_type
+from .llvm_expr import I1, I8, I32, I64, PTR, VOID, ExprEmitter, dispatch, ident, mem_type, reg_type
 from .llvm_jit import LOCK, assembly, ensure_init, host_cpu, jit, triple_and_layout
 from .llvm_vector import emit_vector_loop
-from .memory import check_allocations
+from .memory import alloc_flag, check_allocations, failed_allocation, heap_buffers
 from .parallel import emit_parallel
 
 __all__ = ["CompiledCPU", "compile_cpu", "emit_cpu", "emit_module", "host_cpu", "kernel_symbol"]
@@ -277,8 +277,18 @@ class StmtEmitter(ExprEmitter):
         alloc = self.declare("aligned_alloc", PTR, [I64, I64])
         free = self.declare("free", VOID, [PTR])
         ptr = b.call(alloc, [I64(64), size], name=ident(buf.name))
-        self.with_buffer(buf, ptr, s.body)
-        self.b.call(free, [ptr])
+        # a failed allocation skips the body and leaves the buffer's number in the kernel's
+        # alloc-failure word, which CompiledCPU.run turns into a MemoryError (it segfaulted)
+        outer = self.cache
+        with b.if_else(b.icmp_unsigned("!=", ptr, ir.Constant(PTR, None))) as (ok, failed):
+            with ok:
+                self.cache = dict(outer)  # values of the body are not available after it
+                self.with_buffer(buf, ptr, s.body)
+                self.b.call(free, [ptr])
+            with failed:
+                self.b.store(I32(heap_buffers(self.func).index(buf) + 1),
+                             alloc_flag(self.module, self.symbol))
+        self.cache = outer
 
 
 # ----------------------------------------------------------------------------- public API
@@ -315,6 +325,7 @@ class CompiledCPU:
         self._engine = engine
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(func.params)))
         self._cfunc = proto(address)
+        self._alloc_flag = failed_allocation(engine, symbol) if engine is not None else None
 
     def run(self, arrays: list) -> None:
         """Call the kernel on ``arrays`` (in ``func.params`` order, C-contiguous, of the right dtype
@@ -323,6 +334,8 @@ class CompiledCPU:
             raise ValueError(f"{self.func.name} takes {len(self.func.params)} arrays, "
                              f"got {len(arrays)}")
         self._cfunc(*[a.ctypes.data for a in arrays])
+        if self._alloc_flag is not None and self._alloc_flag.value:
+            self._alloc_flag.raise_error(self.func)
 
     def assembly(self) -> str:
         """The host assembly of the optimized module (for inspection)."""

@@ -1,17 +1,70 @@
-"""Build-time check of a kernel's buffers against this machine's memory.
+"""A kernel's buffers against this machine's memory: checked at build time, and failed
+allocations reported at run time.
 
 A kernel allocates its intermediate buffers itself (``aligned_alloc``); one that cannot exist here
 (a (2**20, 2**20) float32 intermediate behind a small output: 4 TiB) made the allocation fail and
 the kernel write through a null pointer. Such a kernel is refused when it is built, with a
-``MemoryError`` naming the buffer and its size.
+``MemoryError`` naming the buffer and its size. An allocation that fails when the kernel runs
+(memory taken by others, a ulimit) skips the code that uses the buffer and sets the kernel's
+alloc-failure word (:func:`alloc_flag`); the call then raises ``MemoryError`` naming the buffer.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 
-from ..ir.loop import Allocate, PrimFunc
+from llvmlite import ir
 
-__all__ = ["physical_memory", "check_allocations"]
+from ..ir.loop import Allocate, PrimFunc, stmts
+
+__all__ = ["physical_memory", "check_allocations", "heap_buffers", "alloc_flag",
+           "failed_allocation"]
+
+
+def heap_buffers(func: PrimFunc) -> list:
+    """Every buffer ``func`` allocates, in a fixed order: a failed allocation is reported by its
+    position here (plus one)."""
+    return [s.buffer for s in stmts(func.body) if isinstance(s, Allocate)]
+
+
+def alloc_flag(module: ir.Module, symbol: str) -> ir.GlobalVariable:
+    """The kernel's alloc-failure word (an exported ``i32``, 0 while every allocation succeeds)."""
+    name = f"{symbol}_alloc_failed"
+    g = module.globals.get(name)
+    if g is None:
+        g = ir.GlobalVariable(module, ir.IntType(32), name)
+        g.initializer = ir.Constant(ir.IntType(32), 0)
+        g.align = 4
+    return g
+
+
+class FailedAllocation:
+    """The alloc-failure word of a loaded kernel: ``value`` nonzero after a failed call."""
+
+    def __init__(self, address: int):
+        self._word = ctypes.c_int32.from_address(address)
+
+    @property
+    def value(self) -> int:
+        return self._word.value
+
+    def raise_error(self, func: PrimFunc):
+        n, self._word.value = self._word.value, 0
+        bufs = heap_buffers(func)
+        b = bufs[n - 1] if 0 < n <= len(bufs) else None
+        what = f"buffer '{b.name}' {b.dtype}{list(b.shape)}" if b is not None else "a buffer"
+        raise MemoryError(f"{func.name}: allocating {what} failed when the kernel ran (out of "
+                          f"memory); its outputs are incomplete")
+
+
+def failed_allocation(engine, symbol: str):
+    """The alloc-failure word of ``symbol`` in ``engine``, or None when the kernel has none (it
+    allocates nothing on the heap)."""
+    try:
+        addr = engine.get_global_value_address(f"{symbol}_alloc_failed")
+    except Exception:  # noqa: BLE001 - an engine that does not know the name
+        return None
+    return FailedAllocation(addr) if addr else None
 
 
 def physical_memory() -> int | None:

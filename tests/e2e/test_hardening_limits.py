@@ -95,3 +95,42 @@ def test_a_buffer_larger_than_the_machine_is_refused_at_build():
     with pytest.raises(MemoryError, match=r"buffer 'Big' float32\[1048576, 1048576\] needs "
                                           r"4096 GiB .* more than this machine's"):
         tc.build(tc.ComputeDAG([A, out]))
+
+
+_ULIMIT = r"""
+import resource, numpy as np, tecomp as tc
+n = 2**14
+A = tc.placeholder((n,), "float32", "A")
+big = tc.compute((n, n), lambda i, j: A[i] * A[j], name="Big")   # a 1 GiB intermediate
+k = tc.reduce_axis(n, "k")
+out = tc.compute((4,), lambda i: tc.sum(big[i, k], axis=k), name="Out")
+kern = tc.build(tc.ComputeDAG([A, out]))
+x = np.linspace(0.5, 1.5, n).astype(np.float32)
+want = (x[:4, None] * x[None, :]).sum(axis=1)
+np.testing.assert_allclose(kern(x), want, rtol=1e-4)
+vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (256 << 20), resource.RLIM_INFINITY))
+try:
+    kern(x)
+    print("no error")
+except MemoryError as e:
+    print(e)
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+np.testing.assert_allclose(kern(x), want, rtol=1e-4)
+print("recovered")
+"""
+
+
+def test_an_allocation_that_fails_at_run_time_is_a_memory_error(tmp_path):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("needs /proc to size the address-space limit")
+    p = subprocess.run([sys.executable, "-c", _ULIMIT], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=root))
+    assert p.returncode == 0, p.stderr[-2000:]  # it was a segfault (-11)
+    lines = p.stdout.strip().splitlines()
+    assert "allocating buffer 'Big' float32[16384, 16384] failed" in lines[0]
+    assert lines[1] == "recovered"
