@@ -54,13 +54,18 @@ def main():
     ap.add_argument("--only", nargs="+", default=["matmul", "conv", "sparse"],
                     choices=["matmul", "conv", "sparse"])
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--logdir", default=None,
+                    help="take a kernel's log from here where it has one (e.g. logs tuned on "
+                         "this CPU by tune_search.py --logdir DIR), else from tuning_logs/")
     args = ap.parse_args()
     peak = measure_peak()
     print_header(print, peak)
     rows = []
     for label, name, wl, log, x in kernels(args.only):
-        print(f"\n== {label}  (record: {log})", flush=True)
-        k = tc.build(wl.dag, "llvm", log=os.path.join(ROOT, log))
+        mine = os.path.join(args.logdir, log) if args.logdir else None
+        log = mine if mine and os.path.exists(mine) else os.path.join(ROOT, log)
+        print(f"\n== {label}  (record: {os.path.relpath(log)})", flush=True)
+        k = tc.build(wl.dag, "llvm", log=log)
         res = compare_workload(wl, {"tuned": k}, x, name=name, peak=peak, rounds=args.rounds)
         rows.append((label, res))
         sys.stdout.flush()

@@ -52,18 +52,18 @@ def peak_kernel(n_threads: int, lanes: int | None = None, n_acc: int = 12, steps
 
 def measure_peak(n_threads: int | None = None, lanes: int | None = None) -> float:
     """Measured fp32 GFLOP/s of ``n_threads`` (all cores by default) threads running the
-    FMA-peak kernel: the best of 5 timings."""
+    FMA-peak kernel: the best of 7 timings of a few milliseconds each."""
     import os
     import time
 
     from ..codegen.llvm_cpu import compile_cpu
     n_threads = n_threads or os.cpu_count() or 1
-    func, flops = peak_kernel(n_threads, lanes, steps=100000)
+    func, flops = peak_kernel(n_threads, lanes, steps=2_000_000)  # ~5 ms a call at 150 GFLOP/s
     k = compile_cpu(func)
     out = np.empty(func.params[0].shape, np.float32)
     k.run([out])
     best = float("inf")
-    for _ in range(5):
+    for _ in range(7):
         t0 = time.perf_counter()
         k.run([out])
         best = min(best, time.perf_counter() - t0)
