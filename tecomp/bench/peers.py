@@ -73,33 +73,31 @@ def _torch_cfgs(torch, variant, fn, output) -> list:
             for n in thread_counts()]
 
 
-def matmul_peers(params: dict, inputs) -> list:
-    """numpy (OpenBLAS) and torch (MKL/oneDNN) ``A @ B``, both into a reused output."""
-    a, b = inputs
-    a = a.T if params.get("transpose_a") else a
-    b = b.T if params.get("transpose_b") else b
-    c = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
-    cfgs = _numpy(lambda: np.matmul(a, b, out=c), lambda: a @ b)
-    torch = _torch()
-    if torch is not None:
-        ta, tb, tcout = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c.copy())
-        cfgs += _torch_cfgs(torch, "", lambda: torch.mm(ta, tb, out=tcout),
-                            lambda r: r.numpy().copy())
-    return cfgs
-
-
-def batch_matmul_peers(params: dict, inputs) -> list:
-    a, b = inputs
-    a = np.swapaxes(a, 1, 2) if params.get("transpose_a") else a
-    b = np.swapaxes(b, 1, 2) if params.get("transpose_b") else b
-    c = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.result_type(a, b))
+def _product_peers(a, b, torch_op: str) -> list:
+    """numpy ``np.matmul`` and torch ``torch_op`` (``mm`` / ``bmm``) of ``a @ b``, each into an
+    output allocated once."""
+    c = np.empty(np.matmul(a[..., :1, :], b[..., :, :1]).shape[:-2] + (a.shape[-2], b.shape[-1]),
+                 np.result_type(a, b))
     cfgs = _numpy(lambda: np.matmul(a, b, out=c), lambda: np.matmul(a, b))
     torch = _torch()
     if torch is not None:
         ta, tb, tcout = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c.copy())
-        cfgs += _torch_cfgs(torch, "", lambda: torch.bmm(ta, tb, out=tcout),
-                            lambda r: r.numpy().copy())
+        op = getattr(torch, torch_op)
+        cfgs += _torch_cfgs(torch, "", lambda: op(ta, tb, out=tcout), lambda r: r.numpy().copy())
     return cfgs
+
+
+def matmul_peers(params: dict, inputs) -> list:
+    """numpy (OpenBLAS) and torch (MKL/oneDNN) ``A @ B``, both into a reused output."""
+    a, b = inputs
+    return _product_peers(a.T if params.get("transpose_a") else a,
+                          b.T if params.get("transpose_b") else b, "mm")
+
+
+def batch_matmul_peers(params: dict, inputs) -> list:
+    a, b = inputs
+    return _product_peers(np.swapaxes(a, 1, 2) if params.get("transpose_a") else a,
+                          np.swapaxes(b, 1, 2) if params.get("transpose_b") else b, "bmm")
 
 
 def _conv_args(params: dict) -> dict:
