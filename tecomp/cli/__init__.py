@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the default schedule or the hand-written one (matmul, conv2d)")
     p.add_argument("--repeat", type=int, default=5, help="timing repeats (default 5)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.set_defaults(fn=_lazy("_commands", "cmd_bench"), log=None)
+    p.set_defaults(fn=_lazy("commands", "cmd_bench"), log=None)
 
     # tune
     p = sub.add_parser("tune", help="tune a workload (resumable), then time the best beside its "
@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "round otherwise), bar, lines or none")
     p.add_argument("--no-bench", action="store_true",
                    help="stop after tuning (do not build the best record and time it)")
-    p.set_defaults(fn=_lazy("_commands", "cmd_tune"))
+    p.set_defaults(fn=_lazy("commands", "cmd_tune"))
 
     # tune-model (an ONNX model's fused layers; tecomp.frontend)
     from ._model import add_parser as add_tune_model
@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="without --log: the default schedule or the hand-written one")
     p.add_argument("--repeat", type=int, default=5, help="timing repeats (default 5)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.set_defaults(fn=_lazy("_commands", "cmd_bench"))
+    p.set_defaults(fn=_lazy("commands", "cmd_bench"))
 
     # plot
     p = sub.add_parser("plot", help="tuning curves of a log as a PNG (needs matplotlib)",

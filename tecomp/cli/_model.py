@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import _commands as cmds
+from . import commands as cmds
 from ._common import CliError, one_line
 from ._progress import NetworkProgress
 
@@ -76,7 +76,7 @@ def _shapes(items) -> dict:
 
 def _measurer(args, opt):
     if args.ray:  # the Ray path of ``tecomp tune`` (its checks and messages)
-        return cmds._measurer(args, opt)
+        return cmds.measurer_for(args, opt)
     from ..search.measure import LocalMeasurer
     return LocalMeasurer(opt)
 
@@ -87,7 +87,7 @@ def cmd_tune_model(args) -> int:
     from ..search.scheduler import tune_tasks
     if not os.path.isfile(args.model):
         raise CliError(f"no model file at {args.model!r}", code=2)
-    target = cmds._tune_target(args)
+    target = cmds.tune_target(args)
     try:
         model = from_onnx(args.model, shapes=_shapes(args.input_shape))
     except (ModelError, ImportError) as e:
@@ -99,18 +99,18 @@ def cmd_tune_model(args) -> int:
     tasks, weights = [t for t, _ in pairs], [float(n) for _, n in pairs]
     names = [one_line(n)[:60] for n in task_names(model, args.include_simple)]
     log = args.log or os.path.join("tuning_logs", f"{model.name}.jsonl")
-    cmds._check_log_path(log)
-    opt = cmds._tuning_options(args)
+    cmds.check_log_path(log)
+    opt = cmds.tuning_options(args)
     tstr = str(tasks[0].target)
     print(f"tuning {model.name} ({args.model}): {len(model.nodes)} operators, {len(tasks)} "
           f"distinct layers ({int(sum(weights))} in all), {args.trials} trials, target {tstr}, "
           f"log {log}")
-    held = sum(1 for t in tasks if cmds._count_records(log, t.workload_key, tstr)[0])
+    held = sum(1 for t in tasks if cmds.count_records(log, t.workload_key, tstr)[0])
     if held:
         print(f"  resuming: the log holds records of {held} of these layers; they start warmed "
               f"up and nothing is measured twice")
     sys.stdout.flush()
-    shared = cmds._cost_model(args.cost_model, tasks, opt)
+    shared = cmds.cost_model_for(args.cost_model, tasks, opt)
     progress = NetworkProgress(args.trials, names, sys.stdout, args.progress)
     try:
         progress.start()

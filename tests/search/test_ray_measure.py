@@ -347,7 +347,7 @@ def test_tecomp_and_local_tuning_never_import_ray():
     """ray is optional: importing tecomp, the search and the local measurer leaves it out."""
     code = ("import sys, tecomp as tc\n"
             "tc.SearchTask, tc.tune, tc.tune_tasks\n"
-            "import tecomp.search.measure, tecomp.cli._commands\n"
+            "import tecomp.search.measure, tecomp.cli.commands\n"
             "assert 'ray' not in sys.modules, 'ray was imported'\n"
             "tc.RayMeasurer\n"
             "assert 'ray' in sys.modules\n")

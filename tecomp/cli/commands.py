@@ -53,7 +53,7 @@ def cmd_bench(args) -> int:
     return compare(args.workload, wl, kernel, inputs, args.repeat, label)
 
 
-def _cost_model(kind: str, task, opt):
+def cost_model_for(kind: str, task, opt):
     from ..search.cost_model import RandomModel
     from ..search.tune import default_cost_model
     if kind == "random":
@@ -68,7 +68,7 @@ def _cost_model(kind: str, task, opt):
     return default_cost_model(task, opt)
 
 
-def _count_records(log: str, key: str, target: str) -> tuple:
+def count_records(log: str, key: str, target: str) -> tuple:
     """``(records of this task, all records)`` in ``log``."""
     import warnings
 
@@ -81,7 +81,7 @@ def _count_records(log: str, key: str, target: str) -> tuple:
     return sum(1 for r in recs if r.workload_key == key and r.target == target), len(recs)
 
 
-def _tune_target(args):
+def tune_target(args):
     from ..target import TargetKind
     if args.trials < 0:
         raise CliError(f"--trials must be >= 0, got {args.trials}", code=2)
@@ -92,13 +92,13 @@ def _tune_target(args):
     return target
 
 
-def _check_log_path(log: str) -> None:
+def check_log_path(log: str) -> None:
     if os.path.isdir(log):
         raise CliError(f"--log {log!r} is a directory; give a file path (e.g. {log}/tune.jsonl)",
                        code=2)
 
 
-def _tuning_options(args):
+def tuning_options(args):
     from ..search.task import TuningOptions
     try:
         opt = TuningOptions(population=args.population, generations=args.generations,
@@ -116,7 +116,7 @@ def _tuning_options(args):
     return opt
 
 
-def _measurer(args, opt):
+def measurer_for(args, opt):
     """The measurer of ``tecomp tune``: local worker processes, or the nodes of the Ray cluster
     at ``--ray ADDRESS`` (which reports the nodes it takes and loses)."""
     if not getattr(args, "ray", None):
@@ -145,19 +145,19 @@ def cmd_tune(args) -> int:
     if not args.workload:
         raise CliError("tecomp tune needs a WORKLOAD (e.g. matmul --shape 512 512 512) or "
                        "--network NAME", code=2)
-    target = _tune_target(args)
+    target = tune_target(args)
     wl = make_workload(args)
     task = SearchTask(wl.dag, target, inputs=wl.index_data or None)
     log = args.log or os.path.join("tuning_logs",
                                    f"{args.workload}_{task.workload_key[:12]}.jsonl")
-    _check_log_path(log)
-    opt = _tuning_options(args)
-    model = _cost_model(args.cost_model, task, opt)
+    check_log_path(log)
+    opt = tuning_options(args)
+    model = cost_model_for(args.cost_model, task, opt)
     tstr = str(task.target)
     print(f"tuning {wl!r}")
     print(f"  target {tstr}, workload key {task.workload_key[:16]}, {args.trials} trials, "
           f"cost model {type(model).__name__}, log {log}")
-    mine, total = _count_records(log, task.workload_key, tstr)
+    mine, total = count_records(log, task.workload_key, tstr)
     if mine:
         valid = [r.result.mean_cost for r in load_records(log)
                  if r.workload_key == task.workload_key and r.target == tstr and r.result.is_valid]
@@ -168,12 +168,12 @@ def cmd_tune(args) -> int:
     progress = Progress(args.trials, sys.stdout, args.progress)
     try:
         progress.start()
-        with _measurer(args, opt) as measurer:
+        with measurer_for(args, opt) as measurer:
             res = tune(task, trials=args.trials, log=log, options=opt, cost_model=model,
                        measurer=measurer, progress=progress)
     except KeyboardInterrupt:
         progress.end()
-        mine_now, _ = _count_records(log, task.workload_key, tstr)
+        mine_now, _ = count_records(log, task.workload_key, tstr)
         raise CliError(f"interrupted after {progress.trials} trials of this run; the log {log} "
                        f"holds {mine_now} records of this task (rerun the same command to resume)",
                        code=130) from None
@@ -211,7 +211,7 @@ def _tune_network(args) -> int:
     for flag in ("shape", "param", "dtype"):
         if getattr(args, flag, None):
             raise CliError(f"--{flag} applies to a WORKLOAD, not to --network", code=2)
-    target = _tune_target(args)
+    target = tune_target(args)
     try:
         specs = layer_specs(args.network)
         layers = layer_set(args.network, batch=args.batch, layout=args.layout,
@@ -224,29 +224,29 @@ def _tune_network(args) -> int:
     log = args.log or os.path.join(
         "tuning_logs", f"{args.network}_b{args.batch}_{args.layout.lower()}"
                        f"{'_' + args.method if args.method else ''}.jsonl")
-    _check_log_path(log)
-    opt = _tuning_options(args)
+    check_log_path(log)
+    opt = tuning_options(args)
     tstr = str(tasks[0].target)
     print(f"tuning {args.network} (batch {args.batch}, {args.layout}): {len(tasks)} distinct "
           f"layers, {args.trials} trials in all ({args.strategy}, {args.objective}), target "
           f"{tstr}, log {log}")
-    mine = sum(_count_records(log, t.workload_key, tstr)[0] for t in tasks)
+    mine = sum(count_records(log, t.workload_key, tstr)[0] for t in tasks)
     if mine:
         print(f"  resuming: the log holds {mine} records of these layers; they are not measured "
               f"again")
     sys.stdout.flush()
-    shared = _cost_model(args.cost_model, tasks, opt)  # one model learns from every layer
+    shared = cost_model_for(args.cost_model, tasks, opt)  # one model learns from every layer
     factory = (lambda t: shared)  # noqa: E731
     progress = NetworkProgress(args.trials, names, sys.stdout, args.progress)
     try:
         progress.start()
-        with _measurer(args, opt) as measurer:
+        with measurer_for(args, opt) as measurer:
             out = tune_tasks(tasks, args.trials, log=log, weights=weights, options=opt,
                              strategy=args.strategy, cost_model_factory=factory,
                              measurer=measurer, progress=progress, objective=args.objective)
     except KeyboardInterrupt:
         progress.end()
-        n = sum(_count_records(log, t.workload_key, tstr)[0] for t in tasks)
+        n = sum(count_records(log, t.workload_key, tstr)[0] for t in tasks)
         raise CliError(f"interrupted after {progress.trials} trials of this run; the log {log} "
                        f"holds {n} records of these layers (rerun the same command to resume)",
                        code=130) from None
