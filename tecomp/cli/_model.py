@@ -4,11 +4,9 @@ live progress display; Ctrl-C stops cleanly (exit status 130, the log intact).""
 from __future__ import annotations
 
 import os
-import sys
 
 from . import commands as cmds
 from ._common import CliError, one_line
-from ._progress import NetworkProgress
 
 __all__ = ["cmd_tune_model", "add_parser"]
 
@@ -74,17 +72,9 @@ def _shapes(items) -> dict:
     return out
 
 
-def _measurer(args, opt):
-    if args.ray:  # the Ray path of ``tecomp tune`` (its checks and messages)
-        return cmds.measurer_for(args, opt)
-    from ..search.measure import LocalMeasurer
-    return LocalMeasurer(opt)
-
-
 def cmd_tune_model(args) -> int:
     from ..frontend import ModelError, from_onnx
     from ..frontend.tasks import model_tasks, task_names
-    from ..search.scheduler import tune_tasks
     if not os.path.isfile(args.model):
         raise CliError(f"no model file at {args.model!r}", code=2)
     target = cmds.tune_target(args)
@@ -109,28 +99,7 @@ def cmd_tune_model(args) -> int:
     if held:
         print(f"  resuming: the log holds records of {held} of these layers; they start warmed "
               f"up and nothing is measured twice")
-    sys.stdout.flush()
-    shared = cmds.cost_model_for(args.cost_model, tasks, opt)
-    progress = NetworkProgress(args.trials, names, sys.stdout, args.progress)
-    try:
-        progress.start()
-        with _measurer(args, opt) as measurer:
-            out = tune_tasks(tasks, args.trials, log=log, weights=weights, options=opt,
-                             cost_model_factory=lambda t: shared, measurer=measurer,
-                             progress=progress, objective=args.objective)
-    except KeyboardInterrupt:
-        progress.end()
-        raise CliError(f"interrupted after {progress.trials} trials of this run; the log {log} "
-                       f"keeps every finished round (rerun the same command to resume)",
-                       code=130) from None
-    finally:
-        progress.end()
-    w = max(len(n) for n in names)
-    print(f"{'#':>3}  {'layer':<{w}}  {'count':>5}  {'trials':>6}  {'GFLOP/s':>8}  {'ms':>9}")
-    for i, (name, r, c) in enumerate(zip(names, out.results, weights), 1):
-        ok = r.best_steps is not None
-        print(f"{i:>3}  {name:<{w}}  {int(c):>5}  {out.allocation[i - 1]:>6}  "
-              + (f"{r.best_gflops:8.2f}  {r.best_cost * 1e3:9.4f}" if ok else f"{'-':>8}  {'-':>9}"))
+    out = cmds.tune_layers(args, tasks, weights, names, log, opt)
     missing = sum(1 for r in out.results if r.best_steps is None)
     lat = (f"{out.weighted_latency * 1e3:.3f} ms" if not missing
            else f"unknown ({missing} layer(s) without a valid record yet)")

@@ -202,10 +202,45 @@ def _layer_name(spec) -> str:
     return f"conv {C}x{H}x{H}->{O} k{k} s{st} p{p}" + (f" g{g}" if g != 1 else "")
 
 
+def tune_layers(args, tasks, weights, names, log, opt):
+    """The layers of a network or model under one trial budget (``tc.tune_tasks`` with one cost
+    model shared by every layer), with a progress display and Ctrl-C as a one-line
+    :class:`CliError` (the log keeps every finished round); then a table of each layer's best.
+    Returns the :class:`~tecomp.search.scheduler.TuneTasksResult`."""
+    from ..search.scheduler import tune_tasks
+    sys.stdout.flush()
+    shared = cost_model_for(args.cost_model, tasks, opt)  # one model learns from every layer
+    extra = {"strategy": args.strategy} if getattr(args, "strategy", None) else {}
+    progress = NetworkProgress(args.trials, names, sys.stdout, args.progress)
+    try:
+        progress.start()
+        with measurer_for(args, opt) as measurer:
+            out = tune_tasks(tasks, args.trials, log=log, weights=weights, options=opt,
+                             cost_model_factory=lambda t: shared, measurer=measurer,
+                             progress=progress, objective=args.objective, **extra)
+    except KeyboardInterrupt:
+        progress.end()
+        tstr = str(tasks[0].target)
+        n = sum(count_records(log, t.workload_key, tstr)[0] for t in tasks)
+        raise CliError(f"interrupted after {progress.trials} trials of this run; the log {log} "
+                       f"holds {n} records of these layers (rerun the same command to resume)",
+                       code=130) from None
+    finally:
+        progress.end()
+    w = max(len(n) for n in names)
+    print(f"{'#':>3}  {'layer':<{w}}  {'count':>5}  {'trials':>6}  {'GFLOP/s':>8}  {'ms':>9}  "
+          f"{'count x ms':>10}")
+    for i, (name, r, c) in enumerate(zip(names, out.results, weights), 1):
+        ok = r.best_steps is not None
+        print(f"{i:>3}  {name:<{w}}  {int(c):>5}  {out.allocation[i - 1]:>6}  "
+              + (f"{r.best_gflops:8.2f}  {r.best_cost * 1e3:9.4f}  {c * r.best_cost * 1e3:10.4f}"
+                 if ok else f"{'-':>8}  {'-':>9}  {'-':>10}"))
+    return out
+
+
 def _tune_network(args) -> int:
     """``tecomp tune --network NAME``: the network's distinct layers under one trial budget
-    (``tc.tune_tasks``), then a table of each layer's best."""
-    from ..search.scheduler import tune_tasks
+    (:func:`tune_layers`)."""
     from ..search.task import SearchTask
     from ..workloads.networks import layer_set, layer_specs
     for flag in ("shape", "param", "dtype"):
@@ -234,32 +269,7 @@ def _tune_network(args) -> int:
     if mine:
         print(f"  resuming: the log holds {mine} records of these layers; they are not measured "
               f"again")
-    sys.stdout.flush()
-    shared = cost_model_for(args.cost_model, tasks, opt)  # one model learns from every layer
-    factory = (lambda t: shared)  # noqa: E731
-    progress = NetworkProgress(args.trials, names, sys.stdout, args.progress)
-    try:
-        progress.start()
-        with measurer_for(args, opt) as measurer:
-            out = tune_tasks(tasks, args.trials, log=log, weights=weights, options=opt,
-                             strategy=args.strategy, cost_model_factory=factory,
-                             measurer=measurer, progress=progress, objective=args.objective)
-    except KeyboardInterrupt:
-        progress.end()
-        n = sum(count_records(log, t.workload_key, tstr)[0] for t in tasks)
-        raise CliError(f"interrupted after {progress.trials} trials of this run; the log {log} "
-                       f"holds {n} records of these layers (rerun the same command to resume)",
-                       code=130) from None
-    finally:
-        progress.end()
-    w = max(len(n) for n in names)
-    print(f"{'#':>3}  {'layer':<{w}}  {'count':>5}  {'trials':>6}  {'GFLOP/s':>8}  {'ms':>9}  "
-          f"{'count x ms':>10}")
-    for i, (name, r, c) in enumerate(zip(names, out.results, weights), 1):
-        ok = r.best_steps is not None
-        print(f"{i:>3}  {name:<{w}}  {int(c):>5}  {out.allocation[i - 1]:>6}  "
-              + (f"{r.best_gflops:8.2f}  {r.best_cost * 1e3:9.4f}  {c * r.best_cost * 1e3:10.4f}"
-                 if ok else f"{'-':>8}  {'-':>9}  {'-':>10}"))
+    out = tune_layers(args, tasks, weights, names, log, opt)
     errors = sum(sum(r.errors.values()) for r in out.results)
     missing = sum(1 for r in out.results if r.best_steps is None)
     lat = (f"{out.weighted_latency * 1e3:.3f} ms" if not missing
