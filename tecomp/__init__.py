@@ -23,7 +23,8 @@ from .ir import (
     sum,
     tanh,
 )
-from .schedule import Schedule, ScheduleError, load_records, lower
+from .lowering import lower
+from .schedule import Schedule, ScheduleError, load_records
 from .target import Target, TargetKind
 
 

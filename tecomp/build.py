@@ -9,7 +9,7 @@ import numpy as np
 from .ir.dag import ComputeDAG
 from .ir.loop import PrimFunc, verify
 from .ir.validate import IndexValidator
-from .schedule import lower
+from .lowering import lower
 from .target import Target, TargetKind
 
 __all__ = ["build", "Kernel"]
@@ -217,7 +217,7 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
         kernel takes only the other inputs; every root stage of the schedule that depends only on
         constants (a weight packed by ``cache_read(..., pack=...)`` into the tiled layout) runs
         once, here, instead of on every call (layout rewrite; see
-        :mod:`tecomp.schedule.constants`). Unknown names raise ``KeyError``, a wrong shape
+        :mod:`tecomp.lowering.constants`). Unknown names raise ``KeyError``, a wrong shape
         ``ValueError``, a wrong dtype ``TypeError``; ``llvm`` only (``NotImplementedError`` for
         ``cuda``).
 
@@ -287,7 +287,7 @@ def _check_constants(dag: ComputeDAG, target: Target, constants) -> dict:
     if target.kind is not TargetKind.LLVM:
         raise NotImplementedError(f"constants= (weights packed once at build time) is implemented "
                                   f"for the llvm target only, not {target}; build without it")
-    from .schedule.constants import check_constants
+    from .lowering.constants import check_constants
     return check_constants(dag, constants)
 
 
@@ -311,7 +311,7 @@ def _split_constants(dag: ComputeDAG, func: PrimFunc, constants: dict) -> tuple:
     :func:`_bind_constants`; the main function reads their results as parameters bound after
     the free inputs."""
     from .codegen.llvm_cpu import compile_cpu
-    from .schedule.constants import split_constants
+    from .lowering.constants import split_constants
     verify(func)
     split = split_constants(func, len(dag.inputs), constants)
     verify(split.main)
@@ -343,8 +343,8 @@ def _build_cuda(dag: ComputeDAG, schedule, target: Target) -> tuple:
     (launches, barriers, validity check), PTX, and ptxas's check where ptxas exists."""
     from .codegen.nvptx import compile_cuda
     from .codegen.ptxas import check_ptx, find_ptxas
+    from .lowering.gpu_passes import prepare_gpu_program
     from .schedule.gpu_default import default_gpu_schedule
-    from .schedule.gpu_passes import prepare_gpu_program
     func = lower(default_gpu_schedule(dag) if schedule is None else schedule)
     verify(func)
     func, info = prepare_gpu_program(func)

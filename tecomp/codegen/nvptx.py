@@ -1,7 +1,7 @@
 """NVPTX code generation: a GPU loop-IR program -> LLVM IR for ``nvptx64-nvidia-cuda`` -> PTX.
 
-The program comes prepared by :func:`tecomp.schedule.gpu_passes.prepare_gpu_program` (the caller
-passes its :class:`~tecomp.schedule.gpu_passes.GPUProgramInfo`): one ``.entry`` per launch, named
+The program comes prepared by :func:`tecomp.lowering.gpu_passes.prepare_gpu_program` (the caller
+passes its :class:`~tecomp.lowering.gpu_passes.GPUProgramInfo`): one ``.entry`` per launch, named
 ``<func>_k<n>``, taking a ``ptr addrspace(1) noalias`` per global buffer it uses. This module is a
 thin translator reusing the CPU emitter (:class:`.llvm_cpu.StmtEmitter`) for statements and
 expressions; what differs on the GPU:
@@ -163,7 +163,7 @@ class KernelEmitter(StmtEmitter):
 
 def emit_nvptx_module(func: PrimFunc, info, arch: str = "sm_90") -> str:
     """The LLVM IR text (unoptimized) of the prepared GPU program ``func`` with its launches
-    ``info`` (a :class:`~tecomp.schedule.gpu_passes.GPUProgramInfo`)."""
+    ``info`` (a :class:`~tecomp.lowering.gpu_passes.GPUProgramInfo`)."""
     verify(func)
     with LOCK:
         tm = target_machine(arch)
@@ -253,7 +253,7 @@ class CompiledCuda:
 def compile_cuda(func: PrimFunc, target, info, opt_level: int = 3) -> CompiledCuda:
     """Translate the GPU program ``func`` to PTX for ``target`` (a cuda Target or ``"sm_XX"``).
 
-    ``func`` and ``info`` are what :func:`tecomp.schedule.gpu_passes.prepare_gpu_program` returns
+    ``func`` and ``info`` are what :func:`tecomp.lowering.gpu_passes.prepare_gpu_program` returns
     (``tc.build`` runs it: the passes are a schedule concern, codegen only translates)."""
     arch = target if isinstance(target, str) else (getattr(target, "arch", "") or "sm_90")
     text = emit_nvptx_module(func, info, arch)

@@ -94,7 +94,7 @@ def export(log, out_dir, dags, target="llvm", *, on_missing: str = "error", asse
     from ..codegen import objects
     from ..codegen.threadpool import SYMBOLS, object_code
     from ..ir.loop import verify
-    from ..schedule import lower
+    from ..lowering import lower
 
     if on_missing not in ("error", "skip", "default"):
         raise ValueError(f"on_missing must be 'error', 'skip' or 'default', got {on_missing!r}")

@@ -152,7 +152,8 @@ def _kernel_program(dirpath: str, k: dict, where: str) -> tuple:
     manifest's workload key and arguments, lowered under the record's steps and checked to be the
     exported loop IR."""
     from ..ir.loop import verify
-    from ..schedule import Schedule, lower
+    from ..lowering import lower
+    from ..schedule import Schedule
     from .dag_json import dag_from_json
     from .manifest import sha256
     data = read_export_file(dirpath, k["dag"], k["dag_sha256"], "DAG file")

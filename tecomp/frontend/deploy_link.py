@@ -49,8 +49,9 @@ def _program(dirpath: str, kd: dict, where: str):
     from ..deploy.dag_json import dag_from_json
     from ..deploy.manifest import read_export_file, sha256
     from ..ir.loop import verify
-    from ..schedule import Schedule, lower
-    from ..schedule.constants import split_constants
+    from ..lowering import lower
+    from ..lowering.constants import split_constants
+    from ..schedule import Schedule
     data = read_export_file(dirpath, kd["dag"], kd["dag_sha256"], "DAG file")
     try:
         dag = dag_from_json(json.loads(data.decode("utf-8")), f"{where}: DAG")

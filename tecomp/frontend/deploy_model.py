@@ -61,8 +61,8 @@ def _write_array(out_dir: str, name: str, a: np.ndarray) -> dict:
 
 def _split(dag, schedule, names):
     from ..ir.loop import verify
-    from ..schedule import lower
-    from ..schedule.constants import split_constants
+    from ..lowering import lower
+    from ..lowering.constants import split_constants
     func = lower(schedule if schedule is not None else dag)
     verify(func)
     return split_constants(func, len(dag.inputs), names)

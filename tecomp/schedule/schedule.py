@@ -146,7 +146,7 @@ class Schedule:
 
     def lower(self):
         """The loop IR of this schedule (a :class:`~tecomp.ir.loop.PrimFunc`; ``print`` it)."""
-        from .lower import lower_state
+        from ..lowering.lower import lower_state  # the next layer: imported when used
         return lower_state(self.state)
 
     @property

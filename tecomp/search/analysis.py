@@ -151,7 +151,7 @@ def inner_axis_alternatives(state: State, sid: int) -> list:
     other inputs' values broadcast: the NCHW conv kernel of oneDNN. Only for a stage that
     accumulates in a local buffer (the global output keeps its layout).
 
-    The tile buffer is laid out in loop order (:func:`tecomp.schedule.lower.loop_order_strides`),
+    The tile buffer is laid out in loop order (:func:`tecomp.lowering.lower.loop_order_strides`),
     so the vector is contiguous there too.
     """
     s = state.stages[sid]

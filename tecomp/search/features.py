@@ -1,6 +1,6 @@
 """Program features for the learned cost model: one fixed-length vector per innermost store.
 
-A candidate is lowered (:func:`tecomp.schedule.lower.lower_state`) and every ``Store`` of the loop
+A candidate is lowered (:func:`tecomp.lowering.lower.lower_state`) and every ``Store`` of the loop
 IR gets a row of :data:`FEATURE_LEN` floats, in the spirit of Ansor's 164 (see
 docs/ARCHITECTURE.md for where features sit in the search). Every value is ``log2(1 + x)`` of a
 non-negative quantity (one-hot slots stay 0/1), never NaN or inf. The layout (names in
@@ -30,7 +30,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..schedule.lower import lower_state
+from ..lowering.lower import lower_state
 from .feature_layout import FEATURE_LEN, FEATURE_NAMES
 from .feature_visitor import FuncFeatures
 

@@ -10,7 +10,7 @@ schedule, through the same decision tables as :mod:`tecomp.search.annotate`:
 
 A candidate is rejected (None) before anything is built when its estimated shared memory or
 registers exceed the hardware's, or when the GPU validity check of the lowered program
-(:func:`tecomp.schedule.gpu_passes.check_gpu_program`) fails.
+(:func:`tecomp.lowering.gpu_passes.check_gpu_program`) fails.
 """
 from __future__ import annotations
 
@@ -212,8 +212,8 @@ def gpu_usage(state: State) -> GPUUsage:
 
 def _passes_check(task, state) -> bool:
     """The GPU validity check of the lowered program."""
-    from ..schedule.gpu_passes import GPUScheduleError, check_gpu_program
-    from ..schedule.lower import lower_state
+    from ..lowering.gpu_passes import GPUScheduleError, check_gpu_program
+    from ..lowering.lower import lower_state
     try:
         check_gpu_program(lower_state(state), task.target)
     except (GPUScheduleError, ScheduleError):

@@ -19,7 +19,7 @@ from tecomp.ir.loop import (
     seq,
     verify,
 )
-from tecomp.schedule import lower
+from tecomp.lowering import lower
 
 pytestmark = pytest.mark.nodevice  # no compiled code: the fast tier
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import tecomp as tc
-from tecomp.schedule.gpu_passes import check_gpu_program
-from tecomp.schedule.lower import lower_state
+from tecomp.lowering.gpu_passes import check_gpu_program
+from tecomp.lowering.lower import lower_state
 from tecomp.search.feature_layout import O_GPU2
 from tecomp.search.features import FEATURE_LEN, extract_one
 from tecomp.search.gpu_annotate import gpu_usage

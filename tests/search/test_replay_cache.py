@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import tecomp as tc
+from tecomp.lowering.lower import lower_state
 from tecomp.schedule import State
-from tecomp.schedule.lower import lower_state
 from tecomp.schedule.replay_cache import REPLAY_CACHE, ReplayCache
 from tecomp.schedule.state import ScheduleError
 from tecomp.schedule.steps import AnnotationStep, SplitStep

@@ -95,7 +95,7 @@ def test_nchw_conv_may_carry_its_vector_along_the_output_channels(stride, method
         np.testing.assert_allclose(k(*x), ref, rtol=1e-3, atol=1e-3)
     # the private tile buffer is laid out in loop order: the channels contiguous when their tile
     # part is longer than one
-    from tecomp.schedule.lower import loop_order_strides
+    from tecomp.lowering.lower import loop_order_strides
     for _ in range(200):
         c = materialize(task, inner[0], sks[inner[0]], {}, rng)
         local = next(s for s in c.state.stages if s.scope == "local")

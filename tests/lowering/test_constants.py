@@ -4,7 +4,7 @@ import pytest
 
 import tecomp as tc
 from tecomp.ir.loop import For, Store, stmts
-from tecomp.schedule.constants import split_constants
+from tecomp.lowering.constants import split_constants
 from tecomp.testing import hand_schedules as H
 from tecomp.testing import workloads as W
 

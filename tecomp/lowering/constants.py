@@ -106,7 +106,7 @@ def split_constants(func: PrimFunc, n_inputs: int, constant_names) -> ConstantSp
     Parameters
     ----------
     func : PrimFunc
-        A lowered kernel (:func:`tecomp.schedule.lower`).
+        A lowered kernel (:func:`tecomp.lowering.lower`).
     n_inputs : int
         How many of ``func.params`` are inputs.
     constant_names : iterable of str

@@ -6,8 +6,8 @@ import tecomp as tc
 from tecomp.codegen import interp
 from tecomp.codegen.interp import InterpError
 from tecomp.ir.loop import Barrier, For, Seq, ThreadAxis, stmts, verify
+from tecomp.lowering.gpu_passes import GPUScheduleError, check_gpu_program, prepare_gpu_program
 from tecomp.schedule.gpu_default import default_gpu_schedule
-from tecomp.schedule.gpu_passes import GPUScheduleError, check_gpu_program, prepare_gpu_program
 from tecomp.testing import hand_schedules as H
 from tecomp.testing import workloads as W
 

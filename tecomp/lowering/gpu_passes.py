@@ -44,7 +44,7 @@ from ..ir.loop import (
     stmts,
 )
 from ..ir.traverse import substitute, walk
-from .state import ScheduleError
+from ..schedule.state import ScheduleError
 
 __all__ = ["GPUScheduleError", "GPULimits", "LaunchInfo", "GPUProgramInfo", "prepare_gpu_program",
            "check_gpu_program"]

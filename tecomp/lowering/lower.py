@@ -13,9 +13,9 @@ from ..ir.dag import ComputeDAG
 from ..ir.expr import BinOpKind, Const, IterKind, Load, Reduce, TensorRead, Var, binary
 from ..ir.loop import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope, Store, seq
 from ..ir.traverse import free_vars, substitute, transform
-from .bounds import loop_ranges
-from .compute_steps import aligned_strides
-from .state import Annotation, ComputeLocation, State
+from ..schedule.bounds import loop_ranges
+from ..schedule.compute_steps import aligned_strides
+from ..schedule.state import Annotation, ComputeLocation, State
 
 __all__ = ["lower_state", "lower_default"]
 

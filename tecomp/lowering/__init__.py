@@ -1,0 +1,47 @@
+"""tecomp.lowering: the passes on the loop IR, between the schedule and the emitters.
+
+- :mod:`~tecomp.lowering.lower`: a schedule ``State`` (bound inference done by the schedule layer)
+  becomes one loop-IR :class:`~tecomp.ir.loop.PrimFunc`;
+- :mod:`~tecomp.lowering.gpu_passes`: launches, shared memory, barriers and the validity check of
+  GPU programs;
+- :mod:`~tecomp.lowering.constants`: stages that depend only on constant weights split off to run
+  once at build time.
+
+This layer imports ``ir`` and ``schedule``; never the search or the emitters.
+"""
+from ..ir.dag import ComputeDAG
+from ..schedule.schedule import Schedule
+from ..schedule.state import State
+from .lower import lower_default, lower_state
+
+
+def lower(sched):
+    """The loop IR of a schedule.
+
+    Parameters
+    ----------
+    sched : Schedule, State or ComputeDAG
+        A hand schedule, a search state, or a DAG (lowered under the default schedule).
+
+    Returns
+    -------
+    tecomp.ir.loop.PrimFunc
+        The lowered function; ``print(tc.lower(s))`` shows it as C-like text.
+
+    Examples
+    --------
+    >>> import tecomp as tc
+    >>> A = tc.placeholder((4,), name="A")
+    >>> B = tc.compute((4,), lambda i: A[i] * 2.0, name="B")
+    >>> print(tc.lower(tc.ComputeDAG([A, B])))  # doctest: +SKIP
+    """
+    if isinstance(sched, ComputeDAG):
+        return lower_default(sched)
+    if isinstance(sched, State):
+        return lower_state(sched)
+    if isinstance(sched, Schedule):
+        return lower_state(sched.state)
+    raise TypeError(f"tc.lower expects a Schedule or a ComputeDAG, got {type(sched).__name__}")
+
+
+__all__ = ["lower", "lower_default", "lower_state"]
