@@ -1,10 +1,27 @@
-"""Compilation targets as typed values (``"llvm"`` is this host CPU, ``"cuda"`` an NVIDIA GPU)."""
+"""Compilation targets as typed values (``"llvm"`` is this host CPU, ``"cuda"`` an NVIDIA GPU).
+
+The string of an LLVM target names its CPU and the CPU features that change the code tecomp
+generates (vector width, FMA, half/bfloat and dot-product instructions):
+``llvm -mcpu=znver3 -mattr=+avx,+avx2,+f16c,+fma``. Tuning records store that string, so a
+record says which instructions its timing used; :mod:`tecomp.schedule.target_match` decides which
+records a target may use (older records, without ``-mattr``, match on their ``-mcpu``).
+"""
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
 
-__all__ = ["Target", "TargetKind"]
+__all__ = ["CODEGEN_FEATURES", "Target", "TargetKind"]
+
+#: the LLVM CPU features named in a target's string: those that change the instructions (and so
+#: the timings) of generated kernels; the other flags LLVM reports (aes, rdrnd, xsave ...) do not
+CODEGEN_FEATURES = frozenset({
+    # x86: vector width and FMA, half/bfloat16 conversions and arithmetic, int8 dot products
+    "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vnni",
+    "avx512bf16", "avx512fp16", "avxvnni", "amx-tile", "amx-int8", "amx-bf16",
+    # AArch64: SIMD, scalable vectors, half/bfloat16 and int8 dot products
+    "neon", "sve", "sve2", "sme", "fullfp16", "bf16", "dotprod", "i8mm",
+})
 
 
 class TargetKind(enum.Enum):
@@ -22,7 +39,8 @@ class Target:
     cpu : str
         LLVM CPU name for ``llvm`` (the host's when parsed from ``"llvm"``).
     features : str
-        LLVM feature string (``+avx512f,...``) for ``llvm``.
+        LLVM feature string (``+avx512f,...``) for ``llvm``: the host's when parsed from a string
+        without ``-mattr`` (tecomp compiles for the host CPU).
     arch : str
         ``sm_XX`` for ``cuda``.
     """
@@ -34,8 +52,8 @@ class Target:
 
     @staticmethod
     def parse(t) -> "Target":
-        """Accept a Target or a string: ``"llvm"``, ``"llvm -mcpu=NAME"``, ``"cuda"``,
-        ``"cuda -arch=sm_90"``."""
+        """Accept a Target or a string: ``"llvm"``, ``"llvm -mcpu=NAME"``,
+        ``"llvm -mcpu=NAME -mattr=+avx2,+fma"``, ``"cuda"``, ``"cuda -arch=sm_90"``."""
         if isinstance(t, Target):
             return t
         if not isinstance(t, str) or not t.split():
@@ -51,6 +69,11 @@ class Target:
             unknown = set(kw) - {"mcpu", "mattr"}
             if unknown:
                 raise ValueError(f"target {t!r}: unknown option(s) {sorted(unknown)}")
+            if "mattr" in kw:
+                bad = [f for f in kw["mattr"].split(",") if f and f[0] not in "+-"]
+                if bad:
+                    raise ValueError(f"target {t!r}: -mattr lists features as +name or -name, "
+                                     f"got {bad}")
             cpu, feats = host_cpu()
             return Target(TargetKind.LLVM, kw.get("mcpu", cpu), kw.get("mattr", feats))
         if head == "cuda":
@@ -60,9 +83,17 @@ class Target:
             return Target(TargetKind.CUDA, arch=kw.get("arch", "sm_90"))
         raise ValueError(f"unknown target {head!r}; use 'llvm' (this CPU) or 'cuda'")
 
+    @property
+    def codegen_features(self) -> tuple:
+        """The enabled features of :data:`CODEGEN_FEATURES` (``("+avx2", "+fma", ...)``,
+        sorted): what ``-mattr`` of the target's string lists."""
+        on = {f[1:] for f in self.features.split(",") if f.startswith("+")}
+        return tuple(f"+{f}" for f in sorted(on & CODEGEN_FEATURES))
+
     def __str__(self):
         if self.kind is TargetKind.LLVM:
-            return f"llvm -mcpu={self.cpu}"
+            feats = self.codegen_features
+            return f"llvm -mcpu={self.cpu}" + (f" -mattr={','.join(feats)}" if feats else "")
         return f"cuda -arch={self.arch}"
 
 

@@ -78,7 +78,9 @@ def count_records(log: str, key: str, target: str) -> tuple:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         recs = load_records(log)
-    return sum(1 for r in recs if r.workload_key == key and r.target == target), len(recs)
+    from ..schedule.target_match import same_target
+    return (sum(1 for r in recs if r.workload_key == key and same_target(r.target, target)),
+            len(recs))
 
 
 def tune_target(args):
@@ -136,6 +138,7 @@ def cmd_tune(args) -> int:
     """Tune a workload (or a network's layers) on this CPU, resuming from the log; for one
     workload, then build the best record and compare it with its peer."""
     from ..schedule.records import load_records
+    from ..schedule.target_match import same_target
     from ..search.task import SearchTask
     from ..search.tune import tune
     if args.network:
@@ -160,7 +163,8 @@ def cmd_tune(args) -> int:
     mine, total = count_records(log, task.workload_key, tstr)
     if mine:
         valid = [r.result.mean_cost for r in load_records(log)
-                 if r.workload_key == task.workload_key and r.target == tstr and r.result.is_valid]
+                 if r.workload_key == task.workload_key and same_target(r.target, tstr)
+                 and r.result.is_valid]
         best = f"best {task.flop_count() / min(valid) / 1e9:.2f} GFLOP/s" if valid else "none valid"
         print(f"  resuming: the log holds {mine} records of this task ({best}); they are not "
               f"measured again")

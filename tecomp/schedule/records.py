@@ -36,6 +36,8 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+from .target_match import TargetMatch, match_target, same_target
+
 __all__ = ["RECORD_VERSION", "ErrorKind", "MeasureResult", "Record", "append_records",
            "load_records", "best_record", "ranked_records", "measured_keys", "warn_other_target"]
 
@@ -319,24 +321,20 @@ def _as_records(records_or_path) -> list:
 
 
 # ---------------------------------------------------------------------------------- queries
-def _target_kind(target: str) -> str:
-    parts = str(target).split()
-    return parts[0] if parts else ""
-
-
 def ranked_records(records_or_path, workload_key: str, target) -> tuple:
     """``(records, exact)``: the valid records of ``workload_key`` for ``target``, best (lowest mean
-    cost) first, one per distinct schedule. ``exact`` says whether they match ``str(target)``
-    exactly; when no record does, records of the same target kind (``llvm``, ``cuda``) are returned
-    with ``exact=False``."""
+    cost) first, one per distinct schedule. ``exact`` says whether they were tuned for ``target``
+    (:func:`~.target_match.match_target`: its string, or an older record of its ``-mcpu`` that
+    names no features); when none was, records of other CPUs/archs of the same kind are returned
+    with ``exact=False``. Records tuned with CPU features ``target`` lacks are never returned."""
     target = str(target)
     valid = [r for r in _as_records(records_or_path)
              if r.workload_key == workload_key and r.result.is_valid]
-    exact = [r for r in valid if r.target == target]
+    how = {t: match_target(t, target) for t in {r.target for r in valid}}
+    exact = [r for r in valid if how[r.target] is TargetMatch.SAME]
     cands, is_exact = exact, True
     if not exact:
-        kind = _target_kind(target)
-        cands, is_exact = [r for r in valid if _target_kind(r.target) == kind], False
+        cands, is_exact = [r for r in valid if how[r.target] is TargetMatch.OTHER], False
     cands.sort(key=lambda r: r.cost)
     seen, out = set(), []
     for r in cands:
@@ -379,4 +377,4 @@ def measured_keys(records, workload_key: str | None = None, target=None) -> set:
     t = None if target is None else str(target)
     return {r.key for r in _as_records(records) if r.result.measured
             and (workload_key is None or r.workload_key == workload_key)
-            and (t is None or r.target == t)}
+            and (t is None or same_target(r.target, t))}

@@ -24,10 +24,6 @@ __all__ = ["NODE_LABEL", "RayNode", "NodeActor", "kill_actors", "check_reachable
 NODE_LABEL = "tecomp-cpu"
 
 
-def _enabled(features: str) -> frozenset:
-    return frozenset(f for f in features.split(",") if f.startswith("+"))
-
-
 @dataclass
 class RayNode:
     """One node of the cluster as the measurer sees it.
@@ -79,11 +75,13 @@ class RayNode:
         if self.cpu != target.cpu:
             how = "labelled" if self.labelled else "detected"
             return f"its CPU is {self.cpu} ({how}), the target's {target.cpu}"
-        if not self.labelled and _enabled(self.features) != _enabled(target.features):
-            mine, theirs = _enabled(self.features), _enabled(target.features)
-            diff = sorted(mine ^ theirs)[:6]
-            return (f"its CPU features differ from the target's ({', '.join(diff)}: "
-                    f"{len(mine - theirs)} more, {len(theirs - mine)} fewer)")
+        # the features that change generated code (what the records' target string names)
+        mine = set(Target(TargetKind.LLVM, self.cpu, self.features).codegen_features)
+        theirs = set(target.codegen_features)
+        if not self.labelled and mine != theirs:
+            return (f"its CPU features differ from the target's (it has "
+                    f"{','.join(sorted(mine - theirs)) or 'none more'}, lacks "
+                    f"{','.join(sorted(theirs - mine)) or 'none'})")
         return ""
 
     def __str__(self):

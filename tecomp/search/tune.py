@@ -14,7 +14,9 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..schedule import Schedule
+from ..schedule.record_family import family_key
 from ..schedule.records import Record, append_records, load_records
+from ..schedule.target_match import same_target
 from .cost_model import RandomModel
 from .evolution import EvolutionarySearch
 from .log_lock import LogLock
@@ -87,7 +89,8 @@ class TaskTuner:
             res = self.result
             # a NODE_LOST record measured nothing: its candidate is measured again
             mine = [r for r in load_records(log) if r.result.measured
-                    and r.workload_key == task.workload_key and r.target == self.target]
+                    and r.workload_key == task.workload_key
+                    and same_target(r.target, self.target)]
             for r in mine:
                 self.search.remember(r.key, r.result.mean_cost, r.decisions)
                 if r.result.is_valid and r.result.mean_cost < res.best_cost:
@@ -129,7 +132,8 @@ class TaskTuner:
         t2 = time.perf_counter()
         res.measure_seconds += t2 - t1
         records = [Record(self.task.workload_key, self.target, c.state.steps_records(),
-                          self.search.decisions_of(c), r, self.task.data_hash, self.flops)
+                          self.search.decisions_of(c), r, self.task.data_hash, self.flops,
+                          family=family_key(self.task.dag))
                    for c, r in zip(batch, results)]
         if self.log is not None:
             append_records(self.log, records)

@@ -1,0 +1,143 @@
+"""Target strings name the CPU's codegen features (-mattr), and which records a target may use:
+older records (-mcpu alone) still match their CPU; records needing features the target lacks
+are never used."""
+import glob
+import os
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import tecomp as tc
+from tecomp.schedule.records import (ErrorKind, MeasureResult, Record, append_records, best_record,
+                                     load_records, measured_keys, ranked_records)
+from tecomp.schedule.target_match import TargetMatch, match_target, missing_features, same_target
+from tecomp.target import CODEGEN_FEATURES, Target, TargetKind, host_cpu
+
+HOST = Target.parse("llvm")
+LEGACY = f"llvm -mcpu={HOST.cpu}"  # what str(target) was before -mattr
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _lacking() -> str:
+    """A codegen feature this host does not have (on any CPU, one of the other ISA's is)."""
+    return "+" + sorted(CODEGEN_FEATURES - {f[1:] for f in HOST.codegen_features})[0]
+
+
+def _rec(key, steps, target, cost=1e-3):
+    return Record(key, target, steps, {}, MeasureResult(costs=[cost], error=ErrorKind.NONE))
+
+
+# ------------------------------------------------------------------------------ the string
+def test_host_target_string_names_its_codegen_features_sorted():
+    cpu, feats = host_cpu()
+    enabled = {f[1:] for f in feats.split(",") if f.startswith("+")}
+    want = sorted(enabled & CODEGEN_FEATURES)
+    s = str(HOST)
+    assert s.startswith(f"llvm -mcpu={cpu}")
+    if want:
+        assert s == f"llvm -mcpu={cpu} -mattr=" + ",".join("+" + f for f in want)
+    assert all(f"+{f}" not in s for f in enabled - CODEGEN_FEATURES)  # not every flag
+    assert str(Target.parse(s)) == s and Target.parse(s).cpu == cpu  # round trip
+
+
+def test_target_string_short_sorted_and_parsed():
+    t = Target(TargetKind.LLVM, "x", "+fma,-avx512f,+aes,+avx2,+64bit,+avx512vnni")
+    assert str(t) == "llvm -mcpu=x -mattr=+avx2,+avx512vnni,+fma"
+    assert str(Target(TargetKind.LLVM, "x", "+aes,-avx")) == "llvm -mcpu=x"
+    p = Target.parse("llvm -mcpu=x -mattr=+fma,+avx2")
+    assert p.cpu == "x" and p.codegen_features == ("+avx2", "+fma")
+    assert str(Target.parse("cuda -arch=sm_80")) == "cuda -arch=sm_80"
+    with pytest.raises(ValueError, match="-mattr lists features"):
+        Target.parse("llvm -mattr=avx2")
+    # a record's features decide the search's vector width as the host's do
+    from tecomp.search.task import HardwareParams
+    assert HardwareParams.for_target(Target.parse("llvm -mcpu=x -mattr=+avx512f")).vector_bytes \
+        == 64
+
+
+# ------------------------------------------------------------------------------ matching
+@pytest.mark.parametrize("recorded, target, want", [
+    ("llvm -mcpu=a -mattr=+avx2,+fma", "llvm -mcpu=a -mattr=+avx2,+fma", TargetMatch.SAME),
+    ("llvm -mcpu=a", "llvm -mcpu=a -mattr=+avx2,+fma", TargetMatch.SAME),  # an older log
+    ("llvm -mcpu=a -mattr=+avx2", "llvm -mcpu=a", TargetMatch.SAME),  # a target without features
+    ("llvm -mcpu=b", "llvm -mcpu=a -mattr=+avx2", TargetMatch.OTHER),
+    ("llvm -mcpu=b -mattr=+avx2", "llvm -mcpu=a -mattr=+avx2,+fma", TargetMatch.OTHER),
+    ("llvm -mcpu=a -mattr=+avx2", "llvm -mcpu=a -mattr=+avx2,+fma", TargetMatch.OTHER),
+    ("llvm -mcpu=a -mattr=+avx2,+avx512f", "llvm -mcpu=a -mattr=+avx2,+fma",
+     TargetMatch.MISSING_FEATURES),
+    ("llvm -mcpu=b -mattr=+avx512f", "llvm -mcpu=a -mattr=+avx2", TargetMatch.MISSING_FEATURES),
+    ("cuda -arch=sm_80", "cuda -arch=sm_90", TargetMatch.OTHER),
+    ("cuda -arch=sm_90", "llvm -mcpu=a", TargetMatch.OTHER_KIND),
+    ("llvm junk", "llvm -mcpu=a", TargetMatch.OTHER),
+])
+def test_match_target(recorded, target, want):
+    assert match_target(recorded, target) is want
+    assert same_target(recorded, target) is (want is TargetMatch.SAME)
+
+
+def test_missing_features_lists_what_the_target_lacks():
+    assert missing_features("llvm -mcpu=a -mattr=+avx512f,+avx2,+avx512bw",
+                            "llvm -mcpu=a -mattr=+avx2") == ["+avx512bw", "+avx512f"]
+    assert missing_features("llvm -mcpu=a", "llvm -mcpu=a -mattr=+avx2") == []
+
+
+def test_older_records_of_this_cpu_match_exactly_and_count_as_measured():
+    recs = [_rec("wk", [["CI", 1]], LEGACY, cost=2e-3), _rec("wk", [["CI", 2]], str(HOST), 1e-3),
+            _rec("wk", [["CI", 3]], "llvm -mcpu=some-other-cpu", cost=1e-9)]
+    ranked, exact = ranked_records(recs, "wk", HOST)
+    assert exact and [r.steps for r in ranked] == [[["CI", 2]], [["CI", 1]]]
+    assert measured_keys(recs, "wk", HOST) == {recs[0].key, recs[1].key}
+
+
+def test_records_needing_features_the_host_lacks_are_never_used(tmp_path):
+    n = 32
+    A, B = tc.placeholder((n, n), name="A"), tc.placeholder((n, n), name="B")
+    k = tc.reduce_axis(n, name="k")
+    C = tc.compute((n, n), lambda i, j: tc.sum(A[i, k] * B[k, j], axis=k), name="C")
+    dag = tc.ComputeDAG([A, B, C])
+    s = tc.Schedule(dag)
+    io_, _ = s[C].split(s[C].axes[0], factor=8)
+    s[C].parallel(io_)
+    richer = f"llvm -mcpu={HOST.cpu} -mattr=" + ",".join(sorted((*HOST.codegen_features,
+                                                                 _lacking())))
+    assert match_target(richer, HOST) is TargetMatch.MISSING_FEATURES
+    log = str(tmp_path / "richer.jsonl")
+    append_records(log, [_rec(dag.workload_key, s.records(), richer, cost=1e-9)])
+    assert ranked_records(log, dag.workload_key, HOST) == ([], False)
+    assert best_record(log, dag.workload_key, HOST) is None
+    with pytest.raises(LookupError, match="this target lacks " + re.escape(f"({_lacking()};")):
+        tc.build(dag, log=log)
+    # with a record this host can use beside it, that one is built, without a warning
+    plain = tc.Schedule(dag)
+    append_records(log, [_rec(dag.workload_key, plain.records(), LEGACY, cost=1e-3)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel = tc.build(dag, log=log)
+    rng = np.random.default_rng(1)
+    a, b = (rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2))
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_shipped_logs_match_as_before_on_this_host():
+    """Every tuning_logs/**/*.jsonl loads, and each workload matches the records it matched when
+    this host's target string was ``llvm -mcpu=CPU`` (same records, same order, same exactness)."""
+    paths = sorted(glob.glob(os.path.join(ROOT, "tuning_logs", "**", "*.jsonl"), recursive=True))
+    if not paths:
+        pytest.skip("no tuning logs in this checkout")
+    total = 0
+    for p in paths:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            recs = load_records(p)
+            assert recs, p
+            for key in sorted({r.workload_key for r in recs}):
+                now, exact = ranked_records(recs, key, HOST)
+                old = [r for r in recs if r.workload_key == key and r.result.is_valid]
+                before = [r for r in old if r.target == LEGACY] or [
+                    r for r in old if r.target.split()[0] == "llvm"]
+                assert exact == any(r.target == LEGACY for r in old), (p, key)
+                assert {r.key for r in now} == {r.key for r in before}, (p, key)
+                total += len(now)
+    assert total > 0
