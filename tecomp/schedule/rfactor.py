@@ -15,13 +15,27 @@ from .steps import Step, checked_iter, checked_stage, iter_repr, register_step, 
 __all__ = ["RfactorStep"]
 
 
+def _owners_and_pieces(op, nest, it, uses):
+    """The reduction axes loop ``it`` comes from and every loop that feeds them: one axis and its
+    split pieces, or several axes fused (a reduction to a scalar over (i, j)) and the pieces of
+    the fused loop. Closed: a piece that feeds another axis brings that axis in too."""
+    owners = [a for a in op.reduce_axes if uses(nest.root_values[a], it.var)]
+    while True:
+        pieces = [i for i in nest.iters if any(uses(nest.root_values[a], i.var) for a in owners)]
+        more = [a for a in op.reduce_axes if not any(a is o for o in owners)
+                and any(uses(nest.root_values[a], p.var) for p in pieces)]
+        if not more:
+            return owners, pieces
+        owners += more
+
+
 @register_step
 @dataclass(frozen=True)
 class RfactorStep(Step):
-    """Reduction loop ``iter_id`` (a root reduction axis or a split piece of one) becomes a spatial
-    axis, at position ``factor_iter_id`` among the spatial axes, of a new stage ``NAME.rf`` holding
-    partial reductions; the stage then reduces over that axis of ``NAME.rf``. The stage's loops
-    restart from its new natural order."""
+    """Reduction loop ``iter_id`` (a root reduction axis, a split piece of one, or a piece of
+    several fused reduction axes) becomes a spatial axis, at position ``factor_iter_id`` among the
+    spatial axes, of a new stage ``NAME.rf`` holding partial reductions; the stage then reduces
+    over that axis of ``NAME.rf``. The stage's loops restart from its new natural order."""
     code: ClassVar[str] = "RF"
     stage_id: int
     iter_id: int
@@ -48,27 +62,25 @@ class RfactorStep(Step):
         nest = s.nest()
         def uses(e, var):
             return any(v is var for v in free_vars(e))
-        owners = [a for a in op.reduce_axes if uses(nest.root_values[a], it.var)]
-        if len(owners) != 1:
-            raise ScheduleError(f"rfactor: loop '{it.name}' does not come from one reduction axis")
-        axis = owners[0]
-        pieces = [i for i in nest.iters if uses(nest.root_values[axis], i.var)]
+        owners, pieces = _owners_and_pieces(op, nest, it, uses)
+        if not owners:
+            raise ScheduleError(f"rfactor: loop '{it.name}' does not come from a reduction axis")
         if any(p.const_extent is None for p in pieces):
-            raise ScheduleError(f"rfactor: reduction axis '{axis.name}' has a data-dependent extent")
+            raise ScheduleError(f"rfactor: reduction axes {[a.name for a in owners]} have a "
+                                f"data-dependent extent")
         # new iteration variables: the factor piece is spatial, the other pieces reduce
         kf = IterVar(f"{it.name}.f", Const(0, dt.INDEX), Const(it.const_extent, dt.INDEX),
                      IterKind.SPATIAL)
         rvars = {p.var: IterVar(p.name, Const(0, dt.INDEX), Const(p.const_extent, dt.INDEX),
                                 IterKind.REDUCE) for p in pieces if p is not it}
         m = {it.var: kf, **rvars}
-        value = substitute(nest.root_values[axis], m)
         red = op.body
-        source = substitute(red.source, {axis: value})
+        source = substitute(red.source, {a: substitute(nest.root_values[a], m) for a in owners})
         piece_ids = {id(p.var) for p in pieces}
         guards = [g for g in nest.guards if all(id(v) in piece_ids for v in free_vars(g))]
         for g in guards:
             source = select(substitute(g, m), source, red.identity)
-        others = tuple(a for a in op.reduce_axes if a is not axis)
+        others = tuple(a for a in op.reduce_axes if not any(a is o for o in owners))
         spatial = list(op.axes)
         spatial.insert(self.factor_iter_id, kf)
         raxes = tuple(rvars.values()) + others

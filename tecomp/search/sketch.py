@@ -12,7 +12,7 @@ from ..ir.expr import IterKind
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep, ComputeInlineStep
 from ..schedule.rfactor import RfactorStep
 from ..schedule.state import ComputeLocation
-from ..schedule.steps import SplitStep
+from ..schedule.steps import FuseStep, ReorderStep, SplitStep
 from . import analysis as an
 from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
 from .sparse_sketch import SPARSE_RULES
@@ -40,7 +40,13 @@ class AlwaysInline(SketchRule):
 
 class AddRfactor(SketchRule):
     """A reduction with little spatial parallelism and a long reduction: factor the reduction's
-    inner part into a spatial (vectorizable) axis."""
+    inner part into a spatial (vectorizable) axis of a partials stage.
+
+    Over several reduction axes (a norm over (i, j), a reduction to a scalar) the innermost axis
+    gives the vector lanes, read contiguously; when it is shorter than a vector the axes are
+    fused first (Ansor's rule). With too little spatial work for the cores, a second sketch also
+    factors the outermost reduction piece into a parallel axis: partials[outer, lane], each
+    thread reducing a contiguous block with vector lanes, then two short reductions."""
     name = "rfactor"
 
     def meet(self, p, sid, task):
@@ -50,24 +56,70 @@ class AddRfactor(SketchRule):
             return RuleResult.SKIP
         if not any(st.op is s.op for st in p.state.dag.stages):  # only the DAG's own reductions
             return RuleResult.SKIP
+        if any(a.const_extent is None for a in s.op.reduce_axes):
+            return RuleResult.SKIP
         sp, red = an.spatial_size(p.state, sid), an.reduce_size(p.state, sid)
         cores = task.hardware.num_cores
         if an.needs_multi_level_tiling(p.state, sid):
             ok = sp <= red and sp <= 16 * cores
         else:
             ok = red > cores
-        return RuleResult.APPLY if ok and len(s.op.reduce_axes) == 1 else RuleResult.SKIP
+        return RuleResult.APPLY if ok else RuleResult.SKIP
 
     def apply(self, p, sid, task):
         s = p.state.stages[sid]
-        r = next(i for i, it in enumerate(s.iters) if it.kind is IterKind.REDUCE)
-        ext = s.iters[r].const_extent
-        p.apply(SplitStep(sid, r, (1,), True), lambda i: TileHole(i, ext, 2))
-        p.apply(RfactorStep(sid, r + 1, len(s.op.axes)))
-        p.tag("rfactor")
-        # the partials stage was inserted at sid; the stage itself (now reducing the partials,
-        # at sid + 1) needs nothing more
-        return [(p, sid)]
+        cores = task.hardware.num_cores
+        parallel = [False]
+        if not s.op.is_ragged and an.spatial_size(p.state, sid) < 16 * cores \
+                and an.reduce_size(p.state, sid) >= 16 * cores * an.VECTOR_POINTS:
+            parallel.append(True)
+        out = []
+        for par in parallel:
+            q = p.copy()
+            _factor_reduction(q, sid, par)
+            q.tag("rfactor" + ("+par" if par else ""))
+            # the partials stage(s) were inserted at sid; the stage itself (now reducing the
+            # partials) needs nothing more
+            out.append((q, sid))
+        return out
+
+
+def _factor_reduction(p, sid, parallel: bool) -> None:
+    """The steps of one :class:`AddRfactor` sketch (see there)."""
+    st = p.state.stages[sid]
+    n_sp = len(st.op.axes)
+    reds = [i for i, it in enumerate(st.iters) if it.kind is IterKind.REDUCE]
+    if len(reds) > 1 and st.iters[reds[-1]].const_extent < an.VECTOR_POINTS:
+        p.apply(FuseStep(sid, tuple(reds)))
+        reds = reds[:1]
+    outer = p.state.stages[sid].iters[reds[0]].name
+    inner = reds[-1]
+    ext = p.state.stages[sid].iters[inner].const_extent
+    one_axis = len(reds) == 1
+    parts = 3 if parallel and one_axis else 2
+    p.apply(SplitStep(sid, inner, (1,) * (parts - 1), True),
+            lambda i: TileHole(i, ext, parts))
+    p.apply(RfactorStep(sid, inner + parts - 1, n_sp))
+    if not parallel:
+        return
+    # the partials stage (at sid): spatial axes, the lane axis (last), then the reduction loops
+    rf = p.state.stages[sid]
+    lane = rf.iters[n_sp].name
+    if one_axis:
+        piece = p.state.iter_index(sid, f"{outer}.0")
+    else:  # split the outermost axis here: its outer piece becomes the parallel axis
+        pos = p.state.iter_index(sid, outer)
+        e = rf.iters[pos].const_extent
+        p.apply(SplitStep(sid, pos, (1,), True), lambda i: TileHole(i, e, 2))
+        piece = p.state.iter_index(sid, f"{outer}.0")
+    p.apply(RfactorStep(sid, piece, n_sp))
+    # partials[spatial..., outer.f, lane]: the reduction loops go inside the parallel axis and
+    # outside the lane axis, which stays innermost (the vector)
+    its = p.state.stages[sid].iters
+    order = [k for k, it in enumerate(its) if it.kind is IterKind.SPATIAL and it.name != lane]
+    order += [k for k, it in enumerate(its) if it.kind is IterKind.REDUCE]
+    order.append(p.state.iter_index(sid, lane))
+    p.apply(ReorderStep(sid, tuple(order)))
 
 
 class AddCacheWrite(SketchRule):

@@ -61,9 +61,14 @@ def test_softmax_sketches_with_rfactor():
 
 
 def test_small_spatial_large_reduction_adds_rfactor_sketches():
-    sks = _sketches(W.matmul(4, 4, 4096))
+    from tecomp.search.task import HardwareParams
+    sks = generate_sketches(SearchTask(W.matmul(4, 4, 4096).dag,
+                                       hardware=HardwareParams(num_cores=2)))
     names = [s.name for s in sks]
-    assert len(sks) == 6 and sum(n.startswith("rfactor") for n in names) == 3
+    # rfactor (the partials tiled, or cached and fused) and rfactor+par (16 outputs: too few for
+    # the cores, so the reduction's outer piece becomes a parallel axis too)
+    assert len(sks) == 7 and sum(n.startswith("rfactor") for n in names) == 4
+    assert "rfactor+par" in names
 
 
 @pytest.mark.parametrize("stride,method", [(2, "direct"), (1, "implicit_gemm")])
