@@ -47,8 +47,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Protocol, runtime_checkable
 
 from ..schedule.records import ErrorKind, MeasureResult
-from ..target import TargetKind
 from .measure_worker import MSG_CHARS, flush_bytes
+from .target_search import target_search
 from .task import SearchTask, TuningOptions
 
 __all__ = ["MeasureInput", "Measurer", "LocalMeasurer"]
@@ -225,9 +225,22 @@ class LocalMeasurer:
         self._refs: dict = {}       # task id -> reference .npz path, or None
         self._keys = itertools.count()
         self._closed = False
-        self._gpu_ok: set = set()  # cuda targets checked measurable here
+        self._device_ok: set = set()  # device targets (cuda) checked measurable here
         for s in self._slots:
             s.start()
+
+    def _require_devices(self, inputs) -> None:
+        """Fail in one line, before any worker gets a task, when a device target (cuda) of
+        ``inputs`` cannot be measured here (the target's :class:`~.target_search.DeviceMeasurement`)."""
+        todo: dict = {}
+        for i in inputs:
+            t = i.task.target
+            device = target_search(t).device
+            if device is not None and t not in self._device_ok:
+                todo.setdefault(device, set()).add(t)
+        for device, targets in todo.items():
+            device.require(targets)
+            self._device_ok |= targets
 
     # ----------------------------------------------------------------------------- public
     def measure(self, inputs: list) -> list:
@@ -238,11 +251,7 @@ class LocalMeasurer:
         if not inputs:
             return []
         try:
-            cuda = {i.task.target for i in inputs if i.task.target.kind is TargetKind.CUDA}
-            if cuda - self._gpu_ok:  # fail in one line, before any worker gets the task
-                from .measure_cuda import require_gpu
-                require_gpu(cuda)
-                self._gpu_ok |= cuda
+            self._require_devices(inputs)
             return self._measure(inputs)
         except BaseException:
             # workers may be mid-request: replace them all so the next call starts clean

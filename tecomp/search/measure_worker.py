@@ -42,8 +42,7 @@ from ..build import build
 from ..ir.loop import LoopIRError
 from ..ir.validate import IndexValidator
 from ..schedule import Schedule, ScheduleError
-from ..target import TargetKind
-from . import measure_cuda
+from .target_search import target_search
 
 __all__ = ["MeasureFailure", "build_candidate", "task_arrays", "run_candidate", "compare",
            "flush_bytes", "main"]
@@ -278,7 +277,7 @@ class _Worker:
         self.tasks = {}
         self.data = collections.OrderedDict()  # tid -> [inputs, outputs, reference path, reference]
         self.kernels = {}
-        self.gpu_data = collections.OrderedDict()  # tid -> measure_cuda.DeviceData (cuda tasks)
+        self.gpu_data = collections.OrderedDict()  # tid -> the task's arrays on its device
 
     def _data(self, tid):
         d = self.data.get(tid)
@@ -289,12 +288,12 @@ class _Worker:
         self.data.move_to_end(tid)
         return d
 
-    def _device(self, tid, d):
-        """The task's arrays on the GPU (copies of the host ones ``d``, uploaded once)."""
+    def _device(self, tid, d, device):
+        """The task's arrays on its device (copies of the host ones ``d``, uploaded once)."""
         g = self.gpu_data.get(tid)
         if g is None:
             try:
-                g = self.gpu_data[tid] = measure_cuda.DeviceData(d[0], d[1])
+                g = self.gpu_data[tid] = device.device_data(d[0], d[1])
             except Exception:  # noqa: BLE001 - e.g. no GPU in this worker after all
                 raise MeasureFailure("RUN_ERROR", _tb()) from None
             while len(self.gpu_data) > _KEEP_TASKS:
@@ -332,9 +331,11 @@ class _Worker:
                 d[2] = ref_path
             names = [t.name for t in self.tasks[tid].dag.outputs]
             o = self.opts
-            if self.tasks[tid].target.kind is TargetKind.CUDA:
-                return ("ran", measure_cuda.run_candidate_cuda(
-                    kernel, self._device(tid, d), ref if ref_path else None, repeat=o["repeat"],
+            device = target_search(self.tasks[tid].target).device
+            if device is not None:
+                return ("ran", device.run(
+                    kernel, self._device(tid, d, device), ref if ref_path else None,
+                    repeat=o["repeat"],
                     min_repeat_ms=o["min_repeat_ms"], names=names, cutoff=cutoff,
                     compare=compare, failure=MeasureFailure))
             costs = run_candidate(kernel, inputs, outputs, ref if ref_path else None,
@@ -350,8 +351,9 @@ class _Worker:
             except Exception:  # noqa: BLE001
                 raise MeasureFailure("BUILD_ERROR", _tb()) from None
             inputs, outputs, _, _ = d = self._data(tid)
-            if task.target.kind is TargetKind.CUDA:
-                outputs = measure_cuda.reference_cuda(kernel, self._device(tid, d), MeasureFailure)
+            device = target_search(task.target).device
+            if device is not None:
+                outputs = device.reference(kernel, self._device(tid, d, device), MeasureFailure)
             else:
                 _poison(outputs)
                 try:

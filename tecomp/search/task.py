@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.dag import ComputeDAG
-from ..target import Target, TargetKind
+from ..target import Target
 
 __all__ = ["SearchTask", "HardwareParams", "TuningOptions"]
 
@@ -30,8 +30,19 @@ class HardwareParams:
 
     @staticmethod
     def for_target(target: Target) -> "HardwareParams":
-        if target.kind is TargetKind.CUDA:  # sm_70 .. sm_90 share these limits
-            return HardwareParams(num_cores=132, vector_bytes=16, cache_line_bytes=128)
+        """The parameters of ``target``'s kind (:class:`~.target_search.TargetSearch`
+        ``hardware``): :meth:`for_cpu` or :meth:`for_cuda`."""
+        from .target_search import target_search  # it names these functions: imported when used
+        return target_search(target).hardware(target)
+
+    @staticmethod
+    def for_cuda(target: Target) -> "HardwareParams":
+        """An NVIDIA GPU's limits (sm_70 .. sm_90 share them)."""
+        return HardwareParams(num_cores=132, vector_bytes=16, cache_line_bytes=128)
+
+    @staticmethod
+    def for_cpu(target: Target) -> "HardwareParams":
+        """This host's cores (those the process may run on) and ``target``'s vector width."""
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         feats = target.features or ""
         vec = 64 if "+avx512f" in feats else 32 if "+avx2" in feats or "+avx" in feats else 16
