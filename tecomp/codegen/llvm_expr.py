@@ -18,6 +18,7 @@ from ..ir import dtype as dt
 from ..ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, UnOp, UnOpKind, Var
 from ..ir.loop import Buffer, PrimFunc
 from ..ir.traverse import walk
+from .cpu_math import exp_f32
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -301,11 +302,14 @@ class ExprEmitter:
         if not t.is_float:
             raise TypeError(f"{op.value} of a {t} operand (the IR casts math arguments to float)")
         x = b.fpext(a, FLOAT) if t is dt.float16 else a
-        if op in self._MATH:
+        if op is UnOpKind.EXP and t is not dt.float64:
+            r = exp_f32(self, x)  # LLVM has no vector exp: one libm call per lane (cpu_math)
+        elif op in self._MATH:
             r = self.call_intr(self._MATH[op], x)
         elif op is UnOpKind.SIGMOID:
             one = x.type(1.0)
-            r = b.fdiv(one, b.fadd(one, self.call_intr("llvm.exp", b.fneg(x))))
+            e = self.call_intr("llvm.exp", b.fneg(x)) if t is dt.float64 else exp_f32(self, b.fneg(x))
+            r = b.fdiv(one, b.fadd(one, e))
         else:
             raise TypeError(f"unknown unary operator {op}")
         return b.fptrunc(r, HALF) if t is dt.float16 else r
