@@ -46,18 +46,10 @@ def _index_checks(dag: ComputeDAG) -> dict:
 
 
 def _select(log, dag: ComputeDAG, target: Target, on_missing: str):
-    """``(schedule or None, record or None)``: the best replayable record of ``log`` for ``dag``."""
-    from ..schedule.log_schedule import load_records_cached, schedule_from_log
-    from ..schedule.records import ranked_records
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ranked, _ = ranked_records(load_records_cached(log), dag.workload_key, str(target))
-    sched = schedule_from_log(dag, log, target,
-                              "default" if on_missing == "default" else "error")
-    if sched is None:
-        return None, None
-    rec = next((r for r in ranked if r.key == sched.key), None)
-    return sched, rec
+    """``(schedule or None, record or None)``: the best replayable record of ``log`` for ``dag``
+    (of its own workload key, else of its family: the same sparse DAG with another nnz)."""
+    from ..schedule.log_schedule import select_from_log
+    return select_from_log(dag, log, target, "default" if on_missing == "default" else "error")
 
 
 def export(log, out_dir, dags, target="llvm", *, on_missing: str = "error", assembly: bool = True,

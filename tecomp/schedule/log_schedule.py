@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import warnings
 
-from .records import load_records, ranked_records, warn_other_target
+from .records import load_records, ranked_family_records, ranked_records, warn_other_target
 from .target_match import missing_features
 
-__all__ = ["load_records_cached", "schedule_from_log"]
+__all__ = ["load_records_cached", "schedule_from_log", "select_from_log"]
 
 _LOG_CACHE: dict = {}
 
@@ -36,10 +36,24 @@ def schedule_from_log(dag, log, target, on_missing: str = "error"):
     ``None`` (after a warning) when there is none and ``on_missing="default"``.
 
     If the best record does not replay (e.g. a step this version rejects), the next best is tried,
-    with a warning. With ``on_missing="error"``, no usable record raises ``LookupError`` naming the
-    workload key, the target and what the log holds. A missing log file raises
-    ``FileNotFoundError`` either way (a wrong path should not silently give an untuned kernel).
+    with a warning. A sparse DAG with no usable record of its own workload key takes the best
+    record of its family (the same DAG with another nnz, see :mod:`.record_family`) whose schedule
+    replays on it and does not depend on nnz. With ``on_missing="error"``, no usable record raises
+    ``LookupError`` naming the workload key, the target and what the log holds. A missing log file
+    raises ``FileNotFoundError`` either way (a wrong path should not silently give an untuned
+    kernel).
     """
+    return _select(dag, log, target, on_missing)[0]
+
+
+def select_from_log(dag, log, target, on_missing: str = "error") -> tuple:
+    """``(schedule, record)``: what :func:`schedule_from_log` picks, with the record it replayed
+    (``(None, None)`` where it returns ``None``). ``record.workload_key`` differs from
+    ``dag.workload_key`` when the record came from the DAG's family (another nnz)."""
+    return _select(dag, log, target, on_missing)
+
+
+def _select(dag, log, target, on_missing: str) -> tuple:
     from .schedule import Schedule
     if on_missing not in ("error", "default"):
         raise ValueError(f"on_missing must be 'error' or 'default', got {on_missing!r}")
@@ -47,7 +61,7 @@ def schedule_from_log(dag, log, target, on_missing: str = "error"):
     wkey, target = dag.workload_key, str(target)
     ranked, exact = ranked_records(records, wkey, target)
     if ranked and not exact:
-        warn_other_target(ranked, target, stacklevel=4)
+        warn_other_target(ranked, target, stacklevel=5)
     failures = []
     for n, rec in enumerate(ranked):
         try:
@@ -59,20 +73,54 @@ def schedule_from_log(dag, log, target, on_missing: str = "error"):
             warnings.warn(f"tuning log {os.fspath(log)!r}: the {n} best record(s) for workload "
                           f"{wkey[:16]} on {target!r} do not replay with this version of tecomp "
                           f"({failures[0]}); using the next best (mean cost "
-                          f"{rec.cost * 1e3:.4g} ms)", UserWarning, stacklevel=3)
-        return sched
+                          f"{rec.cost * 1e3:.4g} ms)", UserWarning, stacklevel=4)
+        return sched, rec
+    sched, rec, family_why = _from_family(dag, records, target, log)
+    if sched is not None:
+        return sched, rec
     if failures:
         why = (f"none of its {len(ranked)} valid record(s) for this workload replays with this "
                f"version of tecomp (first failure: {failures[0]})")
     else:
         why = _describe_log(records, wkey, target)
     msg = (f"tuning log {os.fspath(log)!r} has no usable record for workload key {wkey} on target "
-           f"{target!r}: {why}")
+           f"{target!r}: {why}{family_why}")
     if on_missing == "error":
         raise LookupError(msg + ". Tune it (tc.tune) or pass on_missing='default' to build with "
                                 "the default schedule.")
-    warnings.warn(msg + "; building with the default schedule", UserWarning, stacklevel=3)
-    return None
+    warnings.warn(msg + "; building with the default schedule", UserWarning, stacklevel=4)
+    return None, None
+
+
+def _from_family(dag, records, target: str, log) -> tuple:
+    """``(schedule, record, "")`` from the best usable record of ``dag``'s family, or
+    ``(None, None, why)``: ``why`` says (for the error message) why its records were refused."""
+    from .record_family import family_key, nnz_dependence
+    from .schedule import Schedule
+    ranked, exact = ranked_family_records(records, family_key(dag), target,
+                                          exclude_key=dag.workload_key)
+    refused = []
+    for rec in ranked:
+        try:
+            why = nnz_dependence(dag, rec.steps)
+            sched = None if why else Schedule.from_records(dag, rec.steps)
+        except Exception as e:  # noqa: BLE001 - a record that does not replay here is refused
+            why = f"it does not replay ({type(e).__name__}: {e})"
+        if why:
+            refused.append(why)
+            continue
+        if not exact:
+            warn_other_target(ranked, target, stacklevel=6)
+        if refused:
+            warnings.warn(f"tuning log {os.fspath(log)!r}: the {len(refused)} best record(s) of "
+                          f"the family of workload {dag.workload_key[:16]} (other nnz) cannot "
+                          f"serve it ({refused[0]}); using the next best (mean cost "
+                          f"{rec.cost * 1e3:.4g} ms)", UserWarning, stacklevel=5)
+        return sched, rec, ""
+    if not refused:
+        return None, None, ""
+    return None, None, (f"; its family (the same workload with another nnz) has {len(refused)} "
+                        f"record(s), none usable here (the best: {refused[0]})")
 
 
 def _describe_log(records, wkey: str, target: str) -> str:

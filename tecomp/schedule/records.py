@@ -24,6 +24,9 @@ Line format (version 1; keys in this order, compact separators)::
 
 Required on reading: ``v``, ``key``, ``target``, ``steps``, ``result`` (with ``costs`` and
 ``error``). ``decisions``, ``data``, ``flops`` and the other result fields default when absent.
+A sparse workload's records also carry ``"family":FAMILY_KEY`` (last; written only when not
+empty): its workload key with the nnz abstracted (:mod:`tecomp.schedule.record_family`), by which
+a DAG of another nnz finds them. Readers that predate it ignore the field.
 Costs that are not finite are written as ``null`` (strict JSON) and read back as infinity.
 """
 from __future__ import annotations
@@ -39,7 +42,8 @@ from dataclasses import dataclass, field
 from .target_match import TargetMatch, match_target, same_target
 
 __all__ = ["RECORD_VERSION", "ErrorKind", "MeasureResult", "Record", "append_records",
-           "load_records", "best_record", "ranked_records", "measured_keys", "warn_other_target"]
+           "load_records", "best_record", "ranked_records", "ranked_family_records", "measured_keys",
+           "warn_other_target"]
 
 #: The version this code writes, and the newest it reads.
 RECORD_VERSION = 1
@@ -123,6 +127,8 @@ class Record:
     data_hash: str = ""
     flop_count: float = 0.0
     version: int = RECORD_VERSION
+    #: the workload's family key (nnz abstracted; ``""``: a dense workload, or an older log)
+    family: str = ""
 
     def __post_init__(self):
         self.workload_key = str(self.workload_key)
@@ -132,6 +138,7 @@ class Record:
         self.decisions = _plain(dict(self.decisions or {}))
         self.data_hash = str(self.data_hash or "")
         self.flop_count = float(self.flop_count)
+        self.family = str(self.family or "")
 
     @property
     def key(self) -> str:
@@ -157,6 +164,8 @@ class Record:
             "data": self.data_hash,
             "flops": self.flop_count,
         }
+        if self.family:
+            obj["family"] = self.family
         return json.dumps(obj, separators=_COMPACT, allow_nan=False)
 
     @staticmethod
@@ -190,6 +199,8 @@ class Record:
             raise ValueError(f"'result' is missing key(s) {', '.join(map(repr, missing))}")
         if not isinstance(obj["key"], str) or not isinstance(obj["target"], str):
             raise ValueError("'key' and 'target' must be strings")
+        if not isinstance(obj.get("family", ""), str):
+            raise ValueError("'family' must be a string")
         steps = obj["steps"]
         if not isinstance(steps, list) or not all(isinstance(s, list) and s and
                                                   isinstance(s[0], str) for s in steps):
@@ -219,7 +230,7 @@ class Record:
                 timestamp=res.get("time", 0.0))
             rec = Record(obj["key"], obj["target"], [], {}, result,
                          data_hash=obj.get("data", ""), flop_count=obj.get("flops", 0.0),
-                         version=v)
+                         version=v, family=obj.get("family", ""))
             rec.steps, rec.decisions = steps, decisions  # fresh from JSON: no normalizing
             return rec
         except (TypeError, ValueError) as e:
@@ -327,9 +338,23 @@ def ranked_records(records_or_path, workload_key: str, target) -> tuple:
     (:func:`~.target_match.match_target`: its string, or an older record of its ``-mcpu`` that
     names no features); when none was, records of other CPUs/archs of the same kind are returned
     with ``exact=False``. Records tuned with CPU features ``target`` lacks are never returned."""
-    target = str(target)
     valid = [r for r in _as_records(records_or_path)
              if r.workload_key == workload_key and r.result.is_valid]
+    return _rank(valid, str(target))
+
+
+def ranked_family_records(records_or_path, family: str, target, exclude_key: str = "") -> tuple:
+    """``(records, exact)`` as :func:`ranked_records`, for the records whose family key is
+    ``family`` (workloads that differ only in nnz), leaving out workload key ``exclude_key``;
+    ``([], True)`` for an empty ``family`` (dense workloads have none)."""
+    if not family:
+        return [], True
+    valid = [r for r in _as_records(records_or_path)
+             if r.family == family and r.workload_key != exclude_key and r.result.is_valid]
+    return _rank(valid, str(target))
+
+
+def _rank(valid: list, target: str) -> tuple:
     how = {t: match_target(t, target) for t in {r.target for r in valid}}
     exact = [r for r in valid if how[r.target] is TargetMatch.SAME]
     cands, is_exact = exact, True

@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..schedule import Schedule
+from ..schedule.record_family import family_key
 from ..schedule.records import Record, append_records, load_records
 from ..schedule.target_match import same_target
 from .cost_model import RandomModel
@@ -131,7 +132,8 @@ class TaskTuner:
         t2 = time.perf_counter()
         res.measure_seconds += t2 - t1
         records = [Record(self.task.workload_key, self.target, c.state.steps_records(),
-                          self.search.decisions_of(c), r, self.task.data_hash, self.flops)
+                          self.search.decisions_of(c), r, self.task.data_hash, self.flops,
+                          family=family_key(self.task.dag))
                    for c, r in zip(batch, results)]
         if self.log is not None:
             append_records(self.log, records)
