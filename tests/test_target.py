@@ -10,8 +10,16 @@ import numpy as np
 import pytest
 
 import tecomp as tc
-from tecomp.schedule.records import (ErrorKind, MeasureResult, Record, append_records, best_record,
-                                     load_records, measured_keys, ranked_records)
+from tecomp.schedule.records import (
+    ErrorKind,
+    MeasureResult,
+    Record,
+    append_records,
+    best_record,
+    load_records,
+    measured_keys,
+    ranked_records,
+)
 from tecomp.schedule.target_match import TargetMatch, match_target, missing_features, same_target
 from tecomp.target import CODEGEN_FEATURES, Target, TargetKind, host_cpu
 

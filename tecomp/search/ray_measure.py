@@ -12,13 +12,20 @@ How it measures (the search, the log and the cost model stay in the driver, unch
   every candidate checked against the default schedule's outputs, and a candidate that segfaults,
   hangs or computes a wrong answer is recorded as that error while its worker is replaced; the
   actor itself never runs candidate code, so it survives them.
+- **Data once per node**: each task (its DAG and index data, such as a sparse matrix's
+  ``indptr``/``indices``) is put in Ray's object store once (``ray.put``) and reaches each node's
+  actor once, which keeps it by task key; the chunks after that carry step lists alone.
+- **Warnings** raised in a node's actor while it measures (for instance a task whose default
+  schedule fails there, so its candidates go unchecked) come back with the results and are raised
+  again on the driver, naming the node.
 - **Builds happen on the node that times them**: MCJIT code lives in the process that compiled it,
   so a kernel built elsewhere would have to be compiled again before its run. Every CPU of every
   node still builds (each node's workers build its share of the round in parallel).
 - **Targets**: each actor reports its node's LLVM host CPU and features; a node started with the
   label ``tecomp-cpu=NAME`` (``ray start --labels='{"tecomp-cpu": "NAME"}'``) is taken to be a
-  ``NAME`` instead. A task's candidates go only to nodes whose CPU (and features, unless labelled)
-  are the task target's. The first round of each target prints which nodes were taken, which not
+  ``NAME`` instead. A task's candidates go only to nodes whose CPU (and, unless labelled, the CPU
+  features that change generated code, those ``str(target)`` names after ``-mattr``) are the task
+  target's. The first round of each target prints which nodes were taken, which not
   and why.
 - **Balance**: a round is handed out in chunks (at most one per node's worker count, about an
   equal share per node), the next chunk to whichever node finishes first.
@@ -38,6 +45,7 @@ import dataclasses
 import logging
 import math
 import time
+import warnings
 import weakref
 from collections import deque
 
@@ -49,7 +57,16 @@ except ImportError as e:  # ray is an optional extra
 
 from ..schedule.records import ErrorKind, MeasureResult
 from ..target import Target
-from .ray_nodes import NODE_LABEL, NodeActor, RayNode, check_reachable, kill_actors, ray_error_text
+from .ray_nodes import (
+    NODE_LABEL,
+    NodeActor,
+    RayNode,
+    check_reachable,
+    kill_actors,
+    ray_error_text,
+    task_key,
+    warning_category,
+)
 from .task import TuningOptions
 
 __all__ = ["RayMeasurer", "RayNode", "NODE_LABEL"]
@@ -84,6 +101,10 @@ class RayMeasurer:
     startup_timeout : float
         Seconds a node's actor may take to start and report its CPU; a node that does not is
         not taken (for instance, its CPUs are held by other Ray work).
+    reference_timeout : float
+        Seconds the default schedule of a task may take to build and run once on a node (the
+        reference outputs); when it fails there, that node measures the task's candidates
+        unchecked, with a warning.
     verbose : bool, optional
         Print the node report and node losses (default: ``options.verbose``).
     prepare : callable or str, optional
@@ -92,7 +113,8 @@ class RayMeasurer:
 
     def __init__(self, address: str = "auto", options: TuningOptions | None = None, *,
                  check: bool = True, workers_per_node: int | None = None, max_attempts: int = 2,
-                 startup_timeout: float = 120.0, verbose: bool | None = None, prepare=None):
+                 startup_timeout: float = 120.0, reference_timeout: float = 120.0,
+                 verbose: bool | None = None, prepare=None):
         self.options = options or TuningOptions()
         self.verbose = self.options.verbose if verbose is None else bool(verbose)
         if workers_per_node is not None and workers_per_node < 1:
@@ -102,6 +124,7 @@ class RayMeasurer:
         self.check, self.prepare = check, prepare
         self.workers_per_node, self.max_attempts = workers_per_node, int(max_attempts)
         self.startup_timeout = float(startup_timeout)
+        self.reference_timeout = float(reference_timeout)
         self._own = not ray.is_initialized()
         if self._own:
             check_reachable(address)
@@ -112,6 +135,8 @@ class RayMeasurer:
                 raise RuntimeError(f"RayMeasurer: cannot connect to a Ray cluster at {address!r} "
                                    f"({e}); start one with 'ray start --head'") from None
         self._actors: dict = {}  # node id -> actor handle
+        self._sent: dict = {}    # node id -> keys of the tasks its actor holds
+        self._task_refs: dict = {}  # task key -> object ref of the task (put once)
         self._finalizer = weakref.finalize(self, _shutdown, self._actors, self._own)
         self._closed = False
         self._reported: set = set()  # targets whose node report was printed
@@ -134,8 +159,9 @@ class RayMeasurer:
         actor = ray.remote(NodeActor).options(
             num_cpus=node.cpus, max_restarts=0, max_concurrency=1,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
-        ).remote(opts, self.check, self.prepare, self.startup_timeout)
+        ).remote(opts, self.check, self.prepare, self.startup_timeout, self.reference_timeout)
         self._actors[node.node_id] = actor
+        self._sent[node.node_id] = set()  # a new actor holds no task yet
         return actor
 
     def refresh(self, revive: bool = False) -> list:
@@ -271,8 +297,7 @@ class RayMeasurer:
                 chunk = take[:k]
                 for i in chunk:
                     queue.remove(i)
-                actor = self._actors.get(node.node_id) or self._start_actor(node)
-                ref = actor.measure.remote([inputs[i] for i in chunk])
+                ref = self._send(node, [inputs[i] for i in chunk])
                 inflight[ref] = (node, chunk, self._deadline(len(chunk)))
                 node.busy = len(chunk)
             if not inflight:  # what is left has no node to go to
@@ -286,11 +311,14 @@ class RayMeasurer:
                 node, chunk, _ = inflight.pop(ref)
                 node.busy = 0
                 try:
-                    out = ray.get(ref)
+                    out, caught = ray.get(ref)
                 except ray.exceptions.RayError as e:
                     self._requeue(node, ray_error_text(e), chunk, queue, losses, lost_on, results,
                                   inputs[chunk[0]].task.target)
                     continue
+                for module, name, text in caught:
+                    warnings.warn(f"node {node}: {text}", warning_category(module, name),
+                                  stacklevel=3)
                 for i, r in zip(chunk, out):
                     results[i] = r
                 node.measured += len(chunk)
@@ -300,6 +328,30 @@ class RayMeasurer:
                 node.busy = 0
                 self._requeue(node, "it did not answer within its time limit", chunk, queue,
                               losses, lost_on, results, inputs[chunk[0]].task.target)
+
+    def _send(self, node: RayNode, chunk: list):
+        """Start measuring ``chunk`` on ``node``; a task goes along only the first time its
+        actor gets it (as an object ref: put in the object store once for all nodes)."""
+        actor = self._actors.get(node.node_id) or self._start_actor(node)
+        sent = self._sent[node.node_id]
+        keys = {id(inp.task): task_key(inp.task) for inp in chunk}  # hashes the data: once
+        new = {}
+        for inp in chunk:
+            key = keys[id(inp.task)]
+            if key not in sent and key not in new:
+                if key not in self._task_refs:
+                    self._task_refs[key] = ray.put(inp.task)
+                new[key] = self._task_refs[key]
+        items = [(keys[id(inp.task)], inp.steps, inp.cutoff) for inp in chunk]
+        ref = actor.measure.remote(new, items)
+        sent.update(new)
+        return ref
+
+    def task_receipts(self) -> dict:
+        """Node id -> {task key: times its actor was sent that task} (1 each: tasks travel once
+        per actor; a replaced actor gets them again)."""
+        refs = {nid: a.received_tasks.remote() for nid, a in self._actors.items()}
+        return {nid: ray.get(r, timeout=60) for nid, r in refs.items()}
 
     def _requeue(self, node, why, chunk, queue, losses, lost_on, results, target) -> None:
         moved = 0
@@ -317,6 +369,7 @@ class RayMeasurer:
         """Kill the node actors (their workers exit with them); disconnect from Ray when this
         measurer connected (idempotent)."""
         self._closed = True
+        self._task_refs.clear()
         self._finalizer()
 
     def __enter__(self):

@@ -3,9 +3,11 @@
 service each node runs) and the small Ray helpers the measurer uses."""
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import socket
+import warnings
 from dataclasses import dataclass
 
 try:
@@ -14,11 +16,11 @@ except ImportError as e:  # ray is an optional extra
     raise ImportError("tecomp.RayMeasurer needs Ray: pip install 'tecomp[ray]' (or ray)") from e
 
 from ..target import Target, TargetKind
-from .measure import LocalMeasurer
+from .measure import LocalMeasurer, MeasureInput
 from .task import TuningOptions
 
 __all__ = ["NODE_LABEL", "RayNode", "NodeActor", "kill_actors", "check_reachable",
-           "ray_error_text"]
+           "ray_error_text", "task_key", "warning_category"]
 
 #: the node label that declares a node's CPU (an LLVM CPU name) instead of detecting it
 NODE_LABEL = "tecomp-cpu"
@@ -90,11 +92,19 @@ class RayNode:
 
 class NodeActor:
     """The measurement service of one node (a Ray actor): a LocalMeasurer whose workers isolate
-    every candidate from this process."""
+    every candidate from this process.
 
-    def __init__(self, options: TuningOptions, check: bool, prepare, startup_timeout: float):
-        self.args = (options, check, prepare, startup_timeout)
+    Tasks (their DAG and index data, e.g. a sparse matrix's ``indptr``/``indices``) reach the
+    actor once, by task key; the chunks after that carry step lists alone. The warnings the
+    measurement raises here are returned with the results, for the driver to raise again.
+    """
+
+    def __init__(self, options: TuningOptions, check: bool, prepare, startup_timeout: float,
+                 reference_timeout: float = 120.0):
+        self.args = (options, check, prepare, startup_timeout, reference_timeout)
         self.measurer = None
+        self.tasks: dict = {}     # task key -> SearchTask
+        self.received: dict = {}  # task key -> times the driver sent it (1, unless it re-sent)
 
     def probe(self) -> dict:
         from ..target import host_cpu
@@ -102,12 +112,47 @@ class NodeActor:
         return {"pid": os.getpid(), "host": socket.gethostname(), "cpu": cpu,
                 "features": features}
 
-    def measure(self, inputs: list) -> list:
-        if self.measurer is None:  # started on the first chunk, so probing a node stays cheap
-            options, check, prepare, startup = self.args
-            self.measurer = LocalMeasurer(options, check=check, prepare=prepare,
-                                          startup_timeout=startup)
-        return self.measurer.measure(inputs)
+    def measure(self, tasks: dict, items: list) -> tuple:
+        """``(results, warnings)`` for ``items``, ``(task key, steps, cutoff)`` each; ``tasks``
+        holds the tasks (or object refs of them) this actor was not sent before, by key.
+        ``warnings`` are ``(category module, category name, message)`` of the warnings raised."""
+        for key, task in tasks.items():
+            self.tasks[key] = ray.get(task) if isinstance(task, ray.ObjectRef) else task
+            self.received[key] = self.received.get(key, 0) + 1
+        missing = sorted({k for k, _, _ in items} - set(self.tasks))
+        if missing:  # the driver's record of what it sent is wrong: fail loudly, not silently
+            raise KeyError(f"node actor: task(s) {missing} were never sent to this actor")
+        inputs = [MeasureInput(self.tasks[k], steps, cutoff) for k, steps, cutoff in items]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if self.measurer is None:  # started on the first chunk: probing a node stays cheap
+                options, check, prepare, startup, reference = self.args
+                self.measurer = LocalMeasurer(options, check=check, prepare=prepare,
+                                              startup_timeout=startup,
+                                              reference_timeout=reference)
+            results = self.measurer.measure(inputs)
+        return results, [(w.category.__module__, w.category.__qualname__, str(w.message))
+                         for w in caught]
+
+    def received_tasks(self) -> dict:
+        """Task key -> how many times the driver sent that task to this actor."""
+        return dict(self.received)
+
+
+def warning_category(module: str, name: str) -> type:
+    """The warning class a node actor named (``RuntimeWarning`` if the driver has none such)."""
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        return RuntimeWarning
+    return cls if isinstance(cls, type) and issubclass(cls, Warning) else RuntimeWarning
+
+
+def task_key(task) -> str:
+    """What identifies a task's data on a node: its workload, index data and target (as
+    :class:`~.measure.LocalMeasurer` keys its tasks)."""
+    return f"{task.workload_key}/{task.data_hash}/{task.target}"
+
 
 def kill_actors(actors) -> None:
     for a in actors:
@@ -115,6 +160,7 @@ def kill_actors(actors) -> None:
             ray.kill(a, no_restart=True)
         except Exception:  # noqa: BLE001 - best effort: it may be gone with its node
             pass
+
 
 def check_reachable(address, timeout: float = 10.0) -> None:
     """Refuse a HOST:PORT nobody listens on at once: ``ray.init`` would retry for minutes."""

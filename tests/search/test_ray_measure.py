@@ -273,6 +273,62 @@ def test_node_removed_mid_round(fresh, cluster, tmp_path, capsys):
     assert all(r.result.is_valid for r in recs)
 
 
+def test_index_data_travels_once_per_node(fresh, monkeypatch):
+    """A sparse task's index data (indptr/indices) is put in the object store once and reaches
+    each node's actor once, however many chunks and rounds follow; the nodes measure with it."""
+    from tecomp.search.ray_nodes import task_key
+    from tecomp.workloads import builders as W
+    m = fresh
+    wl = W.csr_spmm(64, 64, 16, density=0.1)
+    task = SearchTask(wl.dag, inputs=wl.index_data)
+    key = task_key(task)
+    puts = []
+    real_put = ray.put
+    monkeypatch.setattr(ray, "put", lambda obj, **kw: puts.append(obj) or real_put(obj, **kw))
+    steps = tuple(tc.Schedule(task.dag).records())
+    mine = m.nodes_for(task.target)
+    before = {n.node_id: n.measured for n in mine}
+    for _ in range(3):  # rounds, each handed out in one-candidate chunks (one CPU per node)
+        res = m.measure([MeasureInput(task, steps) for _ in range(4)])
+        assert all(r.is_valid for r in res), [r.error_msg for r in res]
+    assert len(puts) == 1 and puts[0] is task
+    receipts = m.task_receipts()
+    for n in mine:
+        assert n.measured - before[n.node_id] >= 2  # several chunks on each node
+        assert receipts[n.node_id][key] == 1, receipts[n.node_id]
+        assert set(receipts[n.node_id].values()) == {1}  # every task of earlier tests once too
+
+
+def test_actor_warnings_reach_the_driver(cluster):
+    """A warning raised in a node actor (here: the task's default schedule cannot finish its
+    reference run within reference_timeout, so its candidates go unchecked) is raised again on
+    the driver, naming the node. A node of its own, so that the module's measurer keeps its."""
+    extra = cluster.add_node(**NODE)
+    cluster.wait_for_nodes()
+    cluster.pids += _pids(cluster)
+    m = None
+    try:
+        # the other nodes' CPUs are held by the module's measurer (when it exists): their
+        # actors do not start within startup_timeout and those nodes are not taken
+        m = RayMeasurer(options=TuningOptions(**FAST), startup_timeout=30, reference_timeout=1e-3,
+                        verbose=False)
+        task = matmul_task(32)
+        mine = m.nodes_for(task.target)
+        assert extra.node_id in {n.node_id for n in mine}
+        with pytest.warns(RuntimeWarning) as caught:
+            res = [m.measure([MeasureInput(task, split_steps(task, 8))]) for _ in range(2)]
+        texts = [str(w.message) for w in caught if "default schedule" in str(w.message)]
+        assert texts, [str(w.message) for w in caught]
+        assert all(t.startswith("node ") and "without a correctness check" in t for t in texts)
+        assert all(any(f"({n.node_id[:8]}, " in t for n in mine) for t in texts), texts
+        assert all(r[0].error in (ErrorKind.NONE, ErrorKind.RUN_TIMEOUT) for r in res)
+        cluster.actor_pids += [n.pid for n in m.nodes if n.pid]
+    finally:
+        if m is not None:
+            m.close()
+        cluster.remove_node(extra, allow_graceful=False)
+
+
 @pytest.mark.slow
 def test_cli_killed_driver_resumes_on_a_cluster(tmp_path):
     """``tecomp tune ... --ray ADDRESS`` from another process, on a cluster of its own: killed
