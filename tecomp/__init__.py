@@ -39,7 +39,7 @@ def __getattr__(name):
     if name in ("tune_tasks", "TuneTasksResult"):
         from .search import scheduler
         return getattr(scheduler, name)
-    if name in ("from_onnx", "Model", "CompiledModel", "compile_model", "tune_model"):
+    if name in ("from_onnx", "Model", "CompiledModel", "compile_model", "tune_model", "Layout"):
         from . import frontend  # whole models; onnx itself only inside from_onnx
         return getattr(frontend, name)
     if name == "RayMeasurer":  # ray is optional (tecomp[ray]); only this name imports it

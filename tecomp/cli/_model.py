@@ -39,6 +39,12 @@ def add_parser(sub, formatter, wrap) -> None:
                    help="what the scheduler minimizes (default: the model's latency)")
     p.add_argument("--include-simple", action="store_true",
                    help="also tune the layers without a reduction (elementwise / reshapes)")
+    p.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
+                   help="the layout the convolutions run in (default auto: NHWC for a model "
+                        "with convolutions); compile with the same tc.from_onnx(layout=...)")
+    p.add_argument("--min-records", type=int, default=None, metavar="N",
+                   help="a layer whose log holds at least N valid records gets no trial "
+                        "(default: this run's even share, ceil(trials / layers); 0: tune all)")
     p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     p.add_argument("--cost-model", choices=["auto", "xgb", "random"], default="auto",
                    help="auto: the learned model when xgboost is installed, else random")
@@ -73,13 +79,16 @@ def _shapes(items) -> dict:
 
 
 def cmd_tune_model(args) -> int:
-    from ..frontend import ModelError, from_onnx
-    from ..frontend.tasks import model_tasks, task_names
+    from ..frontend import Layout, ModelError, from_onnx
+    from ..frontend.tasks import held_tasks, merge_held, model_tasks, record_threshold, task_names
     if not os.path.isfile(args.model):
         raise CliError(f"no model file at {args.model!r}", code=2)
+    if args.min_records is not None and args.min_records < 0:
+        raise CliError(f"--min-records must be >= 0, got {args.min_records}", code=2)
     target = cmds.tune_target(args)
+    layout = Layout.AUTO if args.layout == "auto" else Layout(args.layout.upper())
     try:
-        model = from_onnx(args.model, shapes=_shapes(args.input_shape))
+        model = from_onnx(args.model, shapes=_shapes(args.input_shape), layout=layout)
     except (ModelError, ImportError) as e:
         raise CliError(one_line(e)) from None
     pairs = model_tasks(model, target, args.include_simple)
@@ -92,14 +101,28 @@ def cmd_tune_model(args) -> int:
     cmds.check_log_path(log)
     opt = cmds.tuning_options(args)
     tstr = str(tasks[0].target)
-    print(f"tuning {model.name} ({args.model}): {len(model.nodes)} operators, {len(tasks)} "
-          f"distinct layers ({int(sum(weights))} in all), {args.trials} trials, target {tstr}, "
-          f"log {log}")
-    held = sum(1 for t in tasks if cmds.count_records(log, t.workload_key, tstr)[0])
+    print(f"tuning {model.name} ({args.model}, convolutions in {model.layout.value}): "
+          f"{len(model.nodes)} operators, {len(tasks)} distinct layers ({int(sum(weights))} in "
+          f"all), {args.trials} trials, target {tstr}, log {log}")
+    threshold = record_threshold(args.trials, len(tasks), args.min_records)
+    held = held_tasks(tasks, log, threshold)
+    todo = [i for i in range(len(tasks)) if i not in held]
     if held:
-        print(f"  resuming: the log holds records of {held} of these layers; they start warmed "
-              f"up and nothing is measured twice")
-    out = cmds.tune_layers(args, tasks, weights, names, log, opt)
+        print(f"  {len(held)} layer(s) already hold >= {threshold} valid records in the log and "
+              f"get no trial (--min-records 0 tunes them further): "
+              + ", ".join(f"#{i + 1}" for i in sorted(held)))
+    warm = sum(1 for i in todo if cmds.count_records(log, tasks[i].workload_key, tstr)[0])
+    if warm:
+        print(f"  resuming: the log holds records of {warm} of the other layers; they start "
+              f"warmed up and nothing is measured twice")
+    if todo:
+        sub = cmds.tune_layers(args, [tasks[i] for i in todo], [weights[i] for i in todo],
+                               [names[i] for i in todo], log, opt)
+    else:
+        from ..search.scheduler import TuneTasksResult
+        sub = TuneTasksResult([], [], allocation=[])
+        print("every layer holds its records already: nothing to tune")
+    out = merge_held(sub, todo, held, weights)
     missing = sum(1 for r in out.results if r.best_steps is None)
     lat = (f"{out.weighted_latency * 1e3:.3f} ms" if not missing
            else f"unknown ({missing} layer(s) without a valid record yet)")

@@ -7,17 +7,19 @@ task scheduler.
 Modules: :mod:`.graph` (Model, Node, Op), :mod:`.onnx_import` with the converters
 (:mod:`.convert_nn`, :mod:`.convert_tensor`), :mod:`.lowering` (node -> computes, constant
 evaluation; :mod:`.lower_elemwise`, :mod:`.lower_shape`, :mod:`.lower_nn`), :mod:`.passes`
-(identity removal, BatchNorm / scale folding, dead code), :mod:`.fusion` (groups -> ComputeDAGs),
+(identity removal, BatchNorm / scale folding, dead code), :mod:`.layout` (convolutions in
+NHWC: :class:`Layout`), :mod:`.fusion` (groups -> ComputeDAGs),
 :mod:`.schedules` (the untuned default), :mod:`.compiled` (CompiledModel), :mod:`.tasks`.
 """
 from __future__ import annotations
 
 from .compiled import CompiledModel, compile_model
-from .graph import Model, ModelError, Node, Op, UnsupportedOperatorError
+from .graph import Layout, Model, ModelError, Node, Op, UnsupportedOperatorError
+from .layout import convert_layout
 from .onnx_import import from_onnx
 
-__all__ = ["Model", "ModelError", "UnsupportedOperatorError", "Node", "Op", "from_onnx",
-           "CompiledModel", "compile_model", "tune_model"]
+__all__ = ["Model", "Layout", "convert_layout", "ModelError", "UnsupportedOperatorError", "Node",
+           "Op", "from_onnx", "CompiledModel", "compile_model", "tune_model"]
 
 
 def __getattr__(name):

@@ -52,7 +52,8 @@ class CompiledModel:
     steps : list of Step
         The kernels in run order.
     untuned : list of str
-        The layers that run with the default schedule (no record in the log).
+        The layers with a reduction (those ``model.tasks()`` lists) that run with the default
+        schedule (no record in the log).
     """
 
     def __init__(self, name: str, target: Target, inputs: list, output_names: list, steps: list,
@@ -187,7 +188,7 @@ def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
     for k, g in enumerate(groups):
         gd = group_dag(model, g)
         kernel, sched, tuned = _build_group(gd, target, log)
-        if not tuned:
+        if not tuned and g.anchor is not None:  # an index map alone has little to tune
             untuned.append(g.name)
         args = []
         for name in gd.runtime:
@@ -214,7 +215,8 @@ def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
     if untuned and log is not None:
         shown = "; ".join(untuned[:6]) + (f"; and {len(untuned) - 6} more" if len(untuned) > 6
                                           else "")
-        warnings.warn(f"compile_model {model.name!r}: {len(untuned)} of {len(groups)} layers have "
+        n_anchored = sum(1 for g in groups if g.anchor is not None)
+        warnings.warn(f"compile_model {model.name!r}: {len(untuned)} of {n_anchored} layers have "
                       f"no record in {str(log)!r} and use the default schedule: {shown}",
                       UserWarning, stacklevel=2)
     inputs = [(n, model.values[n].shape, model.values[n].dtype) for n in model.inputs]

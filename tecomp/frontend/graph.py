@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Op", "Pattern", "Value", "Node", "Model", "ModelError", "UnsupportedOperatorError"]
+__all__ = ["Op", "Pattern", "Layout", "Value", "Node", "Model", "ModelError",
+           "UnsupportedOperatorError"]
 
 
 class ModelError(ValueError):
@@ -37,6 +38,20 @@ class Pattern(enum.IntEnum):
     INJECTIVE = 1   # out[i] = in[g(i)] (reshape, transpose, concat, gather): an index map
     REDUCE = 2      # reductions, softmax, pools, layer norm: an anchor of its own
     COMPLEX = 3     # conv2d, matmul: an anchor whose elementwise epilogue fuses into it
+
+
+class Layout(enum.Enum):
+    """The data layout a model's convolutions run in (:func:`tecomp.from_onnx` ``layout=``).
+
+    ``NCHW`` keeps the source model's layout. ``NHWC`` runs convolutions, and the operators
+    between them, channels-last, with weights transposed once at import and layout transposes
+    only where the layout must change (see :mod:`tecomp.frontend.layout`). ``AUTO`` is NHWC for
+    a model with convolutions (on CPU tecomp's NHWC convolutions are the faster ones: the
+    output channels are the contiguous, vectorized axis), else NCHW.
+    """
+    AUTO = "auto"
+    NCHW = "NCHW"
+    NHWC = "NHWC"
 
 
 class Op(enum.Enum):
@@ -145,6 +160,8 @@ class Model:
         self.nodes: list = []
         self.inputs: list = []
         self.outputs: list = []
+        #: the layout the convolutions run in (set by the layout pass; the source's until then)
+        self.layout: Layout = Layout.NCHW
 
     # ------------------------------------------------------------------ building
     def add_value(self, name: str, shape, dtype) -> Value:
@@ -206,7 +223,7 @@ class Model:
 
     def summary(self) -> str:
         """One line per node: operator, inputs, output shape."""
-        lines = [f"model {self.name!r}: inputs "
+        lines = [f"model {self.name!r} ({self.layout.value}): inputs "
                  + ", ".join(f"{v.name}{list(v.shape)}:{v.dtype}" for v in self.input_values())]
         for n in self.nodes:
             v = self.values[n.output]

@@ -6,7 +6,7 @@ import enum
 
 from .. import ir, ops
 from ..ir.tensor import Tensor
-from .graph import Op
+from .graph import Layout, Op
 from .lower_elemwise import bcast_index, broadcast_shape, read
 
 __all__ = ["Reduction", "PoolKind", "lower_anchor"]
@@ -26,11 +26,14 @@ class PoolKind(enum.Enum):
 
 def _conv2d(ops_: list, attrs: dict, name: str) -> Tensor:
     x, w = ops_[0], ops_[1]
+    layout = attrs.get("layout", Layout.NCHW)  # NHWC: weight HWIO (the layout pass made it)
     out = ops.conv2d(x, w, stride=attrs["strides"], padding=attrs["pads"],
-                     dilation=attrs["dilations"], groups=attrs["groups"], name=name)
+                     dilation=attrs["dilations"], groups=attrs["groups"], layout=layout.value,
+                     name=name)
     if len(ops_) > 2:
         b = ops_[2]
-        out = ir.compute(out.shape, lambda n, o, y, x_: out[n, o, y, x_] + read(b, (o,)),
+        ch = 1 if layout is Layout.NCHW else 3
+        out = ir.compute(out.shape, lambda *i: out[i] + read(b, (i[ch],)),
                          name=f"{name}_bias", tag="elemwise")
     return out
 
@@ -123,36 +126,44 @@ def _pool(x: Tensor, attrs: dict, name: str) -> Tensor:
     kind = attrs["kind"]
     (kh, kw), (sh, sw), (dh, dw) = attrs["kernel"], attrs["strides"], attrs["dilations"]
     pt, pl, pb, pr = attrs["pads"]
-    N, C, H, W = x.shape
+    nhwc = attrs.get("layout", Layout.NCHW) is Layout.NHWC
+    if nhwc:
+        N, H, W, C = x.shape
+    else:
+        N, C, H, W = x.shape
     OH = (H + pt + pb - dh * (kh - 1) - 1) // sh + 1
     OW = (W + pl + pr - dw * (kw - 1) - 1) // sw + 1
     ry, rx = ir.reduce_axis(kh, name="ry"), ir.reduce_axis(kw, name="rx")
     padded = any((pt, pl, pb, pr))
+    shape = (N, OH, OW, C) if nhwc else (N, C, OH, OW)
 
-    def src(n, c, y, xx, fill):
+    def nchw(i):  # an index of this layout as (n, c, y, x)
+        return (i[0], i[3], i[1], i[2]) if nhwc else tuple(i)
+
+    def src(i, fill):
+        n, c, y, xx = nchw(i)
         h, w = y * sh + ry * dh - pt, xx * sw + rx * dw - pl
-        v = x[n, c, h, w]
+        v = x[(n, h, w, c) if nhwc else (n, c, h, w)]
         if not padded:
             return v
         return ir.if_then_else((h >= 0) & (h < H) & (w >= 0) & (w < W), v, ir.const(fill, x.dtype))
 
     if kind is PoolKind.MAX:
-        return ir.compute((N, C, OH, OW),
-                          lambda n, c, y, xx: ir.max(src(n, c, y, xx, float("-inf")), axis=[ry, rx]),
+        return ir.compute(shape, lambda *i: ir.max(src(i, float("-inf")), axis=[ry, rx]),
                           name=name, tag="pool_max")
-    s = ir.compute((N, C, OH, OW), lambda n, c, y, xx: ir.sum(src(n, c, y, xx, 0.0), axis=[ry, rx]),
+    s = ir.compute(shape, lambda *i: ir.sum(src(i, 0.0), axis=[ry, rx]),
                    name=f"{name}_sum", tag="pool_sum")
     if attrs["count_include_pad"] or not padded:
         return ir.compute(s.shape, lambda *i: s[i] * (1.0 / (kh * kw)), name=name, tag="elemwise")
 
-    def count(y, xx):  # the window's in-bounds size (dilation 1: checked at import)
+    def count(i):  # the window's in-bounds size (dilation 1: checked at import)
+        _, _, y, xx = nchw(i)
         h0, w0 = y * sh - pt, xx * sw - pl
         ch = ir.minimum(h0 + kh, H) - ir.maximum(h0, 0)
         cw = ir.minimum(w0 + kw, W) - ir.maximum(w0, 0)
         return ir.cast(ch * cw, x.dtype)
 
-    return ir.compute(s.shape, lambda n, c, y, xx: s[n, c, y, xx] / count(y, xx), name=name,
-                      tag="elemwise")
+    return ir.compute(s.shape, lambda *i: s[i] / count(i), name=name, tag="elemwise")
 
 
 def lower_anchor(op: Op, ops_: list, attrs: dict, name: str) -> Tensor:

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from .graph import Model, ModelError, Node, Op, UnsupportedOperatorError
+from .graph import Layout, Model, ModelError, Node, Op, UnsupportedOperatorError
 from .lowering import Imm, fold_node, inline_as_literal, lower_node
 
 __all__ = ["from_onnx", "ImportContext"]
@@ -158,7 +158,8 @@ def _static_shape(vi, shapes: dict, where: str) -> tuple:
     return tuple(dims)
 
 
-def from_onnx(model, shapes: dict | None = None, name: str | None = None) -> Model:
+def from_onnx(model, shapes: dict | None = None, name: str | None = None,
+              layout: Layout = Layout.AUTO) -> Model:
     """Parse an ONNX model into a :class:`tc.Model <tecomp.frontend.graph.Model>`.
 
     Parameters
@@ -168,6 +169,11 @@ def from_onnx(model, shapes: dict | None = None, name: str | None = None) -> Mod
         Input name -> static shape, for inputs with dynamic (symbolic) dimensions.
     name : str, optional
         The model's name (default: the file name or the graph's name).
+    layout : Layout, optional
+        The layout the convolutions run in (:class:`tc.Layout <tecomp.frontend.graph.Layout>`):
+        AUTO (default: NHWC for a model with convolutions, the faster ones on CPU), NCHW (as the
+        file) or NHWC. The inputs and outputs keep the file's layout either way. Tuning and
+        compiling see the same graph, so tune and compile a model imported with one choice.
 
     Returns
     -------
@@ -247,8 +253,11 @@ def from_onnx(model, shapes: dict | None = None, name: str | None = None) -> Mod
         if vi.name not in m.values:
             raise ModelError(f"{where}: graph output {vi.name!r} is not computed by any node")
         m.outputs.append(vi.name)
+    from .layout import convert_layout, resolve_layout
     from .passes import simplify
+    layout = resolve_layout(m, layout)  # a bad value fails before the passes run
     simplify(m)
+    convert_layout(m, layout)
     return m
 
 

@@ -112,6 +112,8 @@ def fold_channel_affine(m: Model) -> bool:
 def _fold_into_conv(m: Model, conv: Node, n: Node, c: np.ndarray) -> bool:
     w = m.constants.get(conv.inputs[1])
     b = m.constants.get(conv.inputs[2]) if len(conv.inputs) > 2 else None
+    if "layout" in conv.attrs:  # converted by the layout pass: not OIHW, channels not axis 1
+        return False
     if w is None or (len(conv.inputs) > 2 and b is None) or not w.dtype.kind == "f":
         return False
     out_shape = m.values[conv.output].shape

@@ -1,11 +1,24 @@
 """A model's tuning tasks (its distinct fused groups, weighted by how often they run) and
-``tc.tune_model``, which tunes them under one trial budget with the task scheduler."""
+``tc.tune_model``, which tunes them under one trial budget with the task scheduler.
+
+Tasks the log already holds cost no trials: a task whose log holds at least ``min_records``
+valid records (for this target) is *held*: it gets no trial of this run, and its best record is
+its result. By default ``min_records`` is this run's even share, ``ceil(trials / tasks)``: a
+rerun of an interrupted tuning, or the tuning of a model that shares layers with one tuned
+before, spends its budget on the layers that have not had their share yet. ``min_records=0``
+tunes every task (held ones start warmed up from the log, as always).
+"""
 from __future__ import annotations
+
+import math
+import os
+import warnings
 
 from .fusion import group_dag, partition
 from .graph import Model
 
-__all__ = ["model_tasks", "tune_model", "task_names"]
+__all__ = ["model_tasks", "tune_model", "task_names", "held_tasks", "record_threshold",
+           "merge_held"]
 
 
 def _grouped(model: Model, include_simple: bool) -> list:
@@ -35,8 +48,49 @@ def task_names(model: Model, include_simple: bool = False) -> list:
     return [gd.group.name for gd, _ in _grouped(model, include_simple)]
 
 
+def record_threshold(trials: int, n_tasks: int, min_records=None) -> int:
+    """The records a task needs in the log to be held (see the module docstring)."""
+    if min_records is None:
+        return max(1, math.ceil(trials / max(n_tasks, 1)))
+    if isinstance(min_records, bool) or not isinstance(min_records, int) or min_records < 0:
+        raise ValueError(f"min_records must be an int >= 0 or None, got {min_records!r}")
+    return min_records
+
+
+def held_tasks(tasks: list, log, threshold: int) -> dict:
+    """``{index: TuneResult}`` of the ``tasks`` whose ``log`` holds at least ``threshold`` valid
+    records (none when ``threshold`` is 0 or there is no log); each result holds the task's
+    best record and no trial."""
+    from ..schedule import Schedule
+    from ..schedule.records import load_records
+    from ..search.tune import TuneResult
+    if threshold <= 0 or log is None or not os.path.exists(log):
+        return {}
+    with warnings.catch_warnings():  # a damaged line is reported when the tuning reads the log
+        warnings.simplefilter("ignore")
+        records = load_records(log)
+    by_task: dict = {}
+    for r in records:
+        if r.result.is_valid:
+            by_task.setdefault((r.workload_key, r.target), []).append(r)
+    out = {}
+    for i, t in enumerate(tasks):
+        mine = by_task.get((t.workload_key, str(t.target)), [])
+        if len(mine) < threshold:
+            continue
+        best = min(mine, key=lambda r: r.result.mean_cost)
+        res = TuneResult(t, best_cost=best.result.mean_cost, best_steps=best.steps)
+        try:
+            res.best_schedule = Schedule.from_records(t.dag, best.steps)
+        except Exception:  # noqa: BLE001 - a record this version cannot replay: steps only
+            pass
+        out[i] = res
+    return out
+
+
 def tune_model(model: Model, trials: int, log, target="llvm", options=None, measurer=None,
-               progress=None, objective: str = "latency", include_simple: bool = False):
+               progress=None, objective: str = "latency", include_simple: bool = False,
+               min_records: int | None = None):
     """Tune ``model``'s tasks with ``trials`` measurements in all (:func:`tecomp.tune_tasks`).
 
     Parameters
@@ -55,12 +109,19 @@ def tune_model(model: Model, trials: int, log, target="llvm", options=None, meas
         Called with the :class:`~tecomp.search.scheduler.TuneTasksResult` after every round.
     objective : "latency" or "geomean"
         What the scheduler minimizes (the network's latency by default).
+    include_simple : bool
+        Also tune the groups without a reduction.
+    min_records : int, optional
+        A task whose log holds at least this many valid records gets no trial (default: this
+        run's even share, ``ceil(trials / tasks)``; 0: tune every task).
 
     Returns
     -------
     TuneTasksResult
+        Every task's result, in :meth:`Model.tasks` order; a held task's is its best record,
+        with no trial in ``allocation``.
     """
-    from ..search.scheduler import tune_tasks
+    from ..search.scheduler import TuneTasksResult, tune_tasks
     if not isinstance(model, Model):
         raise TypeError(f"tune_model expects a tc.Model, got {type(model).__name__}")
     if log is None:
@@ -70,5 +131,26 @@ def tune_model(model: Model, trials: int, log, target="llvm", options=None, meas
         raise ValueError(f"model {model.name!r} has no task to tune (no convolution, matrix "
                          f"product or reduction)")
     tasks, weights = [t for t, _ in pairs], [float(n) for _, n in pairs]
-    return tune_tasks(tasks, trials, log=log, weights=weights, options=options,
-                      measurer=measurer, progress=progress, objective=objective)
+    held = held_tasks(tasks, log, record_threshold(trials, len(tasks), min_records))
+    todo = [i for i in range(len(tasks)) if i not in held]
+    if not todo:
+        sub = TuneTasksResult([], [], allocation=[])
+    else:
+        sub = tune_tasks([tasks[i] for i in todo], trials, log=log,
+                         weights=[weights[i] for i in todo], options=options,
+                         measurer=measurer, progress=progress, objective=objective)
+    return merge_held(sub, todo, held, weights)
+
+
+def merge_held(sub, todo: list, held: dict, weights: list):
+    """One :class:`TuneTasksResult` of all tasks (``weights``: one per task) from ``sub``, the
+    tuning of the tasks at indices ``todo``, and the ``held`` ones' results."""
+    from ..search.scheduler import TuneTasksResult
+    results, alloc = [None] * len(weights), [0] * len(weights)
+    for k, i in enumerate(todo):
+        results[i], alloc[i] = sub.results[k], sub.allocation[k]
+    for i, r in held.items():
+        results[i] = r
+    fixed = sum(weights[i] * r.best_cost for i, r in held.items())
+    return TuneTasksResult(results, list(weights), [(t, lat + fixed) for t, lat in sub.history],
+                           alloc)

@@ -56,11 +56,12 @@ def ort_run(proto, feeds):
     return sess.run(None, feeds)
 
 
-def check(proto, rtol=1e-4, atol=1e-5, seed=0, int_high=None, feeds=None):
-    """Compile ``proto`` with tecomp and compare every output with ONNX Runtime's."""
+def check(proto, rtol=1e-4, atol=1e-5, seed=0, int_high=None, feeds=None, layout=tc.Layout.AUTO):
+    """Compile ``proto`` with tecomp (its convolutions in ``layout``) and compare every output
+    with ONNX Runtime's."""
     rng = np.random.default_rng(seed)
     feeds = feeds or random_inputs(proto, rng, int_high)
-    model = tc.from_onnx(proto)
+    model = tc.from_onnx(proto, layout=layout)
     cm = tc.compile_model(model)
     got = cm(**feeds)
     got = list(got) if isinstance(got, tuple) else [got]

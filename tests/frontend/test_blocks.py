@@ -8,6 +8,9 @@ import pytest
 from onnx_util import check, make_model
 
 helper = pytest.importorskip("onnx").helper
+
+import tecomp as tc  # noqa: E402
+
 rng = np.random.default_rng(7)
 
 
@@ -91,17 +94,44 @@ def attention_block(L=8, D=16, heads=2):
 
 
 def test_residual_block():
-    model, cm = check(residual_block())
+    model, cm = check(residual_block(), layout=tc.Layout.NCHW)
     # BatchNorm folded into the convolutions; each conv with its epilogue is one kernel
     assert [nd.op.label for nd in model.nodes] == ["conv2d", "relu", "conv2d", "add", "relu"]
     assert [s.name.split(" ")[0] for s in cm.steps] == ["conv2d+relu", "conv2d+add+relu"]
 
 
+def test_residual_block_in_nhwc():
+    """The default for a conv model: NHWC inside, one transpose of the input (read by the conv
+    and the residual add alike) and one of the output; the epilogues still fuse."""
+    model, cm = check(residual_block())
+    assert model.layout is tc.Layout.NHWC
+    assert [nd.op.label for nd in model.nodes] == \
+        ["transpose", "conv2d", "relu", "conv2d", "add", "relu", "transpose"]
+    assert [s.name.split(" ")[0] for s in cm.steps] == \
+        ["transpose", "conv2d+relu", "conv2d+add+relu", "transpose"]
+    convs = [nd for nd in model.nodes if nd.op.label == "conv2d"]
+    assert all(model.values[c.inputs[1]].shape == (3, 3, 8, 8) for c in convs)  # HWIO
+    first, last = model.nodes[0], model.nodes[-1]
+    assert first.inputs == ["x"] and first.attrs["perm"] == (0, 2, 3, 1)
+    assert last.outputs == ["y"] and last.attrs["perm"] == (0, 3, 1, 2)
+
+
 def test_depthwise_separable_block():
-    model, cm = check(depthwise_separable_block())
+    model, cm = check(depthwise_separable_block(), layout="NCHW")
     names = [s.name.split(" ")[0] for s in cm.steps]
     assert names[:3] == ["conv2d+clip", "conv2d+clip", "conv2d"], names
     assert len(cm.steps) == 5, names  # + the pool, + the reshape feeding the dense layer
+
+
+def test_depthwise_separable_block_in_nhwc():
+    """Depthwise in NHWC too; the global pool reduces H and W of the NHWC value, and the
+    Flatten reads its (N, 1, 1, C) result as it is: one transpose, of the input."""
+    model, cm = check(depthwise_separable_block(), layout=tc.Layout.NHWC)
+    names = [s.name.split(" ")[0] for s in cm.steps]
+    assert names == ["transpose", "conv2d+clip", "conv2d+clip", "conv2d", "reduce",
+                     "reshape+matmul+add"], names
+    dw = [nd for nd in model.nodes if nd.op.label == "conv2d"][1]
+    assert dw.attrs["groups"] == 12 and model.values[dw.inputs[1]].shape == (3, 3, 1, 12)
 
 
 def test_attention_block():
