@@ -32,7 +32,7 @@ from ..ir.traverse import structural_key, walk
 from .state import State
 from .steps import SplitStep, step_from_record
 
-__all__ = ["FAMILY_VERSION", "family_key", "nnz_dims", "nnz_dependence"]
+__all__ = ["FAMILY_VERSION", "family_key", "nnz_dims", "nnz_dependence", "with_family"]
 
 #: the version of the family key's description (a new version gives new keys: no false matches)
 FAMILY_VERSION = 1
@@ -176,3 +176,18 @@ def nnz_dependence(dag, step_records) -> str | None:
                             f"{it.const_extent}, a number of nonzeros) by {list(step.lengths)}")
         st.apply(step, atomic=False)
     return None
+
+
+def with_family(records, dag) -> list:
+    """``records`` with ``dag``'s family key set on those of ``dag``'s workload key that lack one
+    (logs written before family keys existed), so that DAGs of other nnz find them; the others are
+    returned as they are. The records given are not changed (copies are made)."""
+    import copy
+    fam, key = family_key(dag), dag.workload_key
+    out = []
+    for r in records:
+        if fam and r.workload_key == key and not r.family:
+            r = copy.copy(r)
+            r.family = fam
+        out.append(r)
+    return out
