@@ -3,8 +3,11 @@ files and arguments in one line."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+import warnings
 
 import numpy as np
 import pytest
@@ -13,6 +16,10 @@ onnx = pytest.importorskip("onnx")
 from test_tasks import three_convs  # noqa: E402
 
 import tecomp as tc  # noqa: E402
+from tecomp.schedule.records import Record, load_records  # noqa: E402
+
+FAST = ["--population", "16", "--generations", "1", "--measures-per-round", "4", "--repeat", "1",
+        "--min-repeat-ms", "1", "--cost-model", "random", "--progress", "lines"]
 
 
 def run(*args, timeout=240):
@@ -42,10 +49,58 @@ def test_tune_model_resumes_and_the_log_builds_the_model(tmp_path):
     n_lines = len(log.read_text().splitlines())
     r = run("tune-model", str(path), *common)
     assert r.returncode == 0, r.stderr
-    assert "resuming: the log holds records of 1 of these layers" in r.stdout
-    assert len(log.read_text().splitlines()) > n_lines
+    # the first layer holds its share (4 trials / 2 layers): the second gets all 4 trials
+    assert "1 layer(s) already hold >= 2 valid records in the log and get no trial" in r.stdout
+    assert len(log.read_text().splitlines()) == n_lines + 4
     model = tc.from_onnx(str(path))
     cm = tc.compile_model(model, log=str(log))
     assert cm.untuned == []
     x = np.random.default_rng(0).standard_normal((1, 4, 6, 6)).astype(np.float32)
     assert cm(x).shape == (1, 8, 3, 3)
+
+
+def test_ctrl_c_stops_tune_model_cleanly_and_the_log_resumes(tmp_path):
+    path, log = tmp_path / "three.onnx", tmp_path / "int.jsonl"
+    onnx.save(three_convs(), str(path))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([sys.executable, "-m", "tecomp.cli", "tune-model", str(path),
+                          "--trials", "400", "--log", str(log), *FAST], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # a test run started in the background has SIGINT ignored, and the
+                         # CLI would inherit that
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and p.poll() is None:
+            if log.exists() and log.read_bytes().count(b"\n") >= 8:
+                break
+            time.sleep(0.1)
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "interrupted after" in lines[0], err
+    assert "rerun the same command to resume" in lines[0]
+    # the log is whole: every line a record, and the message counts them
+    data = log.read_bytes()
+    assert data.endswith(b"\n")
+    for line in data.decode().splitlines():
+        Record.from_json(line)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        recs = load_records(log)
+    assert len(recs) >= 8 and f"holds {len(recs)} records of these layers" in lines[0]
+    # and it resumes: a rerun reads it, measures none of its candidates again, adds to it
+    r = run("tune-model", str(path), "--trials", "4", "--log", str(log), "--min-records", "0",
+            *FAST)
+    assert r.returncode == 0, r.stderr
+    assert "resuming: the log holds records of" in r.stdout
+    again = load_records(log)
+    assert len(again) == len(recs) + 4
+    assert len({(x.workload_key, x.key) for x in again}) == len(again)  # nothing measured twice

@@ -71,3 +71,55 @@ def test_layers_of_one_shape_share_their_code_not_their_weights():
     assert k1.source() is k2.source() and k1.source() is not k3.source()  # compiled once
     x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
     np.testing.assert_allclose(cm(x), ort_run(proto, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def _log_with(tmp_path, model, counts):
+    """A log holding ``counts[i]`` valid records of task ``i`` (its default schedule, costs
+    1, 2, 3... ms), as a finished tuning would have left them."""
+    from test_layout import _default_records
+    from tecomp.schedule.records import append_records
+    tasks = model.tasks()
+    log = tmp_path / "held.jsonl"
+    append_records(str(log), _default_records(tasks, [[(k + 1) * 1e-3 for k in range(c)]
+                                                      for c in counts]))
+    return tasks, log
+
+
+def test_the_record_threshold():
+    from tecomp.frontend.tasks import record_threshold
+    assert record_threshold(8, 2) == 4 and record_threshold(9, 2) == 5  # the even share
+    assert record_threshold(0, 3) == 1  # a trial-less run holds any task with a record
+    assert record_threshold(8, 2, min_records=0) == 0 and record_threshold(8, 2, 7) == 7
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="min_records"):
+            record_threshold(8, 2, bad)
+
+
+def test_tasks_the_log_holds_cost_no_trials(tmp_path):
+    from tecomp.frontend.tasks import held_tasks
+    model = tc.from_onnx(three_convs())
+    tasks, log = _log_with(tmp_path, model, [3, 1])
+    held = held_tasks([t for t, _ in tasks], str(log), 3)
+    assert list(held) == [0] and held[0].best_cost == 1e-3 and held[0].trials == 0
+    assert held[0].best_schedule is not None
+    assert held_tasks([t for t, _ in tasks], str(log), 0) == {}
+    assert set(held_tasks([t for t, _ in tasks], str(log), 1)) == {0, 1}
+    before = log.read_bytes()
+    # every task holds >= 1 record: nothing is measured, the result is the log's best
+    out = tc.tune_model(model, trials=2, log=str(log), min_records=1)
+    assert out.allocation == [0, 0] and log.read_bytes() == before
+    assert [r.best_cost for r in out.results] == [1e-3, 1e-3]
+    assert out.weighted_latency == pytest.approx(2 * 1e-3 + 1e-3)
+
+
+@pytest.mark.slow  # ~20 s: worker processes measure real candidates
+def test_the_budget_goes_to_the_tasks_not_held(tmp_path):
+    model = tc.from_onnx(three_convs())
+    tasks, log = _log_with(tmp_path, model, [4, 0])
+    opt = tc.TuningOptions(population=16, generations=1, measures_per_round=4, repeat=1,
+                           min_repeat_ms=1, n_workers=1, verbose=False)
+    # trials 8 over 2 tasks: a share of 4, which task 0 holds already
+    out = tc.tune_model(model, trials=8, log=str(log), options=opt)
+    assert out.allocation == [0, 8]
+    assert out.results[0].best_cost == 1e-3 and out.results[1].trials == 8
+    assert out.history and out.history[-1][1] == pytest.approx(out.weighted_latency)
