@@ -77,6 +77,7 @@ def _log_with(tmp_path, model, counts):
     """A log holding ``counts[i]`` valid records of task ``i`` (its default schedule, costs
     1, 2, 3... ms), as a finished tuning would have left them."""
     from test_layout import _default_records
+
     from tecomp.schedule.records import append_records
     tasks = model.tasks()
     log = tmp_path / "held.jsonl"
