@@ -15,7 +15,10 @@ or cached by tile. What pays instead (the structure of hand-written SpMM kernels
 
 Tile sizes are holes (``T`` and ``V`` are the inner lengths of one split of ``N``); parallel fusion,
 balance, vectorization and unrolling are decisions (:mod:`.annotate`). Nothing depends on the index
-data's row lengths, so a tuned schedule is valid for any index data of the same shapes and nnz.
+data's row lengths, so a tuned schedule is valid for any index data of the same shapes; and no
+rule splits a loop whose extent is the nnz (the nonzero loops have data-dependent extents), so a
+record serves the same DAG with any nnz through its family key
+(:mod:`tecomp.schedule.record_family`).
 """
 from __future__ import annotations
 

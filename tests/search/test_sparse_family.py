@@ -219,3 +219,24 @@ def test_export_uses_the_family_record(tuned, tmp_path):
     best = select_from_log(w2.dag, log, HOST)[1]
     assert k["workload_key"] == w2.dag.workload_key and k["record"]["steps"] == best.steps
     assert k["record"]["cost"] == best.cost
+
+
+def test_a_log_from_before_family_keys_serves_other_nnz_through_with_family(tuned, tmp_path):
+    from tecomp.schedule.record_family import with_family
+    kind, wl, log = tuned
+    recs = load_records(log)
+    for r in recs:
+        r.family = ""
+    old = str(tmp_path / f"{kind}_old.jsonl")
+    append_records(old, recs)
+    (rows, cols), build = KINDS[kind]
+    w2 = build(*SP.pattern(np.random.default_rng(11), rows, cols, TUNED_NNZ[kind] * 2, P))
+    with pytest.raises(LookupError, match="no usable record"):
+        tc.build(w2.dag, "llvm", log=old)
+    tagged = with_family(load_records(old), wl.dag)
+    assert {r.family for r in tagged} == {family_key(wl.dag)}
+    assert all(r.family == "" for r in load_records(old))  # copies: the records are unchanged
+    new = str(tmp_path / f"{kind}_tagged.jsonl")
+    append_records(new, tagged)
+    _check(tc.build(w2.dag, "llvm", log=new), w2, w2.make_inputs(np.random.default_rng(0)))
+    assert with_family(recs, W.matmul(4, 4, 4).dag) == recs  # another workload: unchanged
