@@ -4,12 +4,19 @@ beside ONNX Runtime (every graph optimization) and torch (eager and ``torch.jit.
 system's output is checked against ONNX Runtime's.
 
     benchmarks/run.sh models_vs_peers.py [--only resnet50 mobilenet_v2 bert_base]
-        [--log resnet50=tuning_logs/resnet50_model.jsonl ...] [--rounds 5] [--cache DIR]
+        [--log mobilenet_v2=tuning_logs/znver3/mobilenet_v2.jsonl ...] [--layout auto]
+        [--rounds 5] [--cache DIR] [--export-only]
 
 Models: ResNet-50 and MobileNet-V2 (plain-torch definitions in torch_models.py, random weights
 with random BatchNorm statistics) and a BERT-base encoder (transformers' ``BertModel(BertConfig())``,
 sequence length 128, where transformers is installed), exported to ONNX once (TorchScript
-exporter, opset 17) into ``--cache``. A model without ``--log`` runs tecomp's default schedules.
+exporter, opset 17) into ``--cache`` (``--export-only`` stops there: the files to tune with
+``tecomp tune-model``). A model without ``--log`` runs tecomp's default schedules. ``--layout``
+is the convolutions' layout (``tc.from_onnx(layout=)``): a log only serves the layout it was
+tuned in (``tecomp tune-model --layout``, default auto on both sides).
+
+The last table has one row per model: each system's best configuration (over thread counts and
+variants), tecomp's ratio to the best peer (above 1: tecomp faster), and the log's trials.
 """
 import argparse
 import os
@@ -26,6 +33,8 @@ from tecomp.bench.peers import note_skipped, skipped
 from tecomp.bench.protocol import TECOMP, Config
 from tecomp.bench.report import print_header, run_comparison
 from tecomp.bench.threads import tecomp_threads, thread_counts, torch_threads
+
+MODEL_NAMES = ["resnet50", "mobilenet_v2", "bert_base"]
 
 
 def ort_configs(path, feeds):
@@ -67,44 +76,91 @@ def torch_configs(module, inputs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", nargs="+", default=None)
+    ap.add_argument("--only", nargs="+", default=None, choices=MODEL_NAMES)
     ap.add_argument("--log", action="append", default=[], metavar="MODEL=PATH")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cache", default=os.path.join(os.path.dirname(__file__), ".onnx_cache"))
+    ap.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
+                    help="the layout tecomp runs the convolutions in (as tuned)")
+    ap.add_argument("--export-only", action="store_true",
+                    help="write the ONNX files into --cache and stop")
     args = ap.parse_args()
     logs = dict(s.split("=", 1) for s in args.log)
+    unknown = set(logs) - set(MODEL_NAMES)
+    if unknown:
+        ap.error(f"--log for unknown model(s) {sorted(unknown)}; models: {MODEL_NAMES}")
+    for name, log in logs.items():
+        if not os.path.isfile(log):
+            ap.error(f"--log {name}={log}: no such file")
+    layout = tc.Layout.AUTO if args.layout == "auto" else tc.Layout(args.layout.upper())
+    chosen = models(args.only)
+    if args.export_only:
+        for name, (module, inputs, input_names) in chosen.items():
+            print(export_onnx(name, module, inputs, input_names, args.cache))
+        return
     peak = measure_peak()
     print_header(print, peak)
     rows = []
-    for name, (module, inputs, input_names) in models().items():
-        if args.only and name not in args.only:
-            continue
+    for name, (module, inputs, input_names) in chosen.items():
         path = export_onnx(name, module, inputs, input_names, args.cache)
         feeds = {k: v.numpy() for k, v in zip(input_names, inputs)}
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
-            cm = tc.compile_model(tc.from_onnx(path), target="llvm", log=logs.get(name))
+            model = tc.from_onnx(path, layout=layout)
+            cm = tc.compile_model(model, target="llvm", log=logs.get(name))
         compile_s = time.perf_counter() - t0
         xs = [feeds[k] for k in input_names]
-        cfgs = [Config(TECOMP, "tuned" if name in logs else "default", n,
-                       lambda: cm(*xs), tecomp_threads(n),
+        variant = ("tuned" if name in logs else "default") + f" {model.layout.value}"
+        cfgs = [Config(TECOMP, variant, n, lambda: cm(*xs), tecomp_threads(n),
                        lambda: np.asarray(cm(*xs) if len(cm.output_names) == 1 else cm(*xs)[0]))
                 for n in thread_counts()]
         ort = ort_configs(path, feeds)
         ref = ort[0].output()
-        print(f"\n== {name}: tecomp compiled in {compile_s:.0f} s, {len(cm.steps)} kernels, "
-              f"{len(cm.untuned)} untuned ({len(w)} warnings)", flush=True)
+        n_tasks = len(model.tasks())
+        print(f"\n== {name}: tecomp compiled in {compile_s:.0f} s, convolutions in "
+              f"{model.layout.value}, {len(cm.steps)} kernels ({n_tasks} distinct tuning "
+              f"tasks), {len(cm.untuned)} layers untuned ({len(w)} warnings)", flush=True)
+        for msg in w:
+            print(f"  warning: {str(msg.message)[:300]}")
         res = run_comparison(cfgs + ort + torch_configs(module, inputs), ref, 0.0, peak=None,
                              rounds=args.rounds)
-        rows.append((name, res))
+        rows.append((name, res, model.layout.value, log_summary(logs.get(name))))
     for line in skipped():
         print(f"skipped: {line}")
-    print(f"\n{'model':<14} {'tecomp ms':>10} {'best peer':<30} {'peer ms':>9} {'ratio':>6}")
-    for name, res in rows:
+    print_models_table(rows)
+
+
+def log_summary(log) -> str:
+    """``"N trials, S s"``: the records in a tuning log and the measuring time they span."""
+    if log is None:
+        return "untuned"
+    recs = tc.load_records(log)
+    if not recs:
+        return "0 trials"
+    stamps = [r.result.timestamp for r in recs]
+    return f"{len(recs)} trials, {max(stamps) - min(stamps):.0f} s span"
+
+
+def print_models_table(rows) -> None:
+    """One row per model: the best of each system, tecomp's ratio to the best peer."""
+    def best(res, system, variant=None):
+        t = [x for x in res.comparison.timings if x.config.system == system
+             and (variant is None or x.config.variant == variant)]
+        return min(t, key=lambda x: x.median) if t else None
+
+    def ms(t):
+        return f"{t.median * 1e3:9.2f}" if t else f"{'-':>9}"
+
+    print(f"\n{'model':<14} {'layout':<6} {'tecomp':>9} {'ORT':>9} {'torch':>9} {'jit.frz':>9} "
+          f"{'best peer':<26} {'ratio':>6}  log")
+    for name, res, layout, logs in rows:
         t, p = res.comparison.tecomp, res.comparison.peer
-        print(f"{name:<14} {t.median * 1e3:10.2f} {p.config.label:<30} {p.median * 1e3:9.2f} "
-              f"{res.ratio:6.3f}")
+        print(f"{name:<14} {layout:<6} {ms(t)} {ms(best(res, 'onnxruntime'))} "
+              f"{ms(best(res, 'torch', 'eager'))} {ms(best(res, 'torch', 'jit.freeze'))} "
+              f"{p.config.label if p else '-':<26} {res.ratio:6.3f}  {logs}")
+    print("(ms: median of the timing protocol's rounds, best thread count of each system; ratio: "
+          "best peer / tecomp, above 1 tecomp is faster)")
 
 
 if __name__ == "__main__":
