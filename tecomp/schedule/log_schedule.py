@@ -3,6 +3,7 @@
 the record format and the queries)."""
 from __future__ import annotations
 
+import math
 import os
 import warnings
 
@@ -38,10 +39,10 @@ def schedule_from_log(dag, log, target, on_missing: str = "error"):
     If the best record does not replay (e.g. a step this version rejects), the next best is tried,
     with a warning. A sparse DAG with no usable record of its own workload key takes the best
     record of its family (the same DAG with another nnz, see :mod:`.record_family`) whose schedule
-    replays on it and does not depend on nnz. With ``on_missing="error"``, no usable record raises
-    ``LookupError`` naming the workload key, the target and what the log holds. A missing log file
-    raises ``FileNotFoundError`` either way (a wrong path should not silently give an untuned
-    kernel).
+    replays on it and does not depend on nnz (from the member nearest in FLOPs, when the log holds
+    several). With ``on_missing="error"``, no usable record raises ``LookupError`` naming the
+    workload key, the target and what the log holds. A missing log file raises
+    ``FileNotFoundError`` either way (a wrong path should not silently give an untuned kernel).
     """
     return _select(dag, log, target, on_missing)[0]
 
@@ -99,6 +100,11 @@ def _from_family(dag, records, target: str, log) -> tuple:
     from .schedule import Schedule
     ranked, exact = ranked_family_records(records, family_key(dag), target,
                                           exclude_key=dag.workload_key)
+    if len({r.workload_key for r in ranked}) > 1:
+        # the records of the member most like this DAG (FLOPs: nnz x the dense sizes) first; the
+        # costs of members with other nnz do not compare
+        flops = dag.flop_count()
+        ranked.sort(key=lambda r: (_log_distance(r.flop_count, flops), r.cost))
     refused = []
     for rec in ranked:
         try:
@@ -121,6 +127,10 @@ def _from_family(dag, records, target: str, log) -> tuple:
         return None, None, ""
     return None, None, (f"; its family (the same workload with another nnz) has {len(refused)} "
                         f"record(s), none usable here (the best: {refused[0]})")
+
+
+def _log_distance(a: float, b: float) -> float:
+    return abs(math.log(a / b)) if a > 0 and b > 0 else math.inf
 
 
 def _describe_log(records, wkey: str, target: str) -> str:

@@ -240,3 +240,24 @@ def test_a_log_from_before_family_keys_serves_other_nnz_through_with_family(tune
     append_records(new, tagged)
     _check(tc.build(w2.dag, "llvm", log=new), w2, w2.make_inputs(np.random.default_rng(0)))
     assert with_family(recs, W.matmul(4, 4, 4).dag) == recs  # another workload: unchanged
+
+
+def test_the_family_member_nearest_in_size_serves_first(tmp_path):
+    """Costs of matrices with other nnz do not compare: the record of the member whose FLOPs are
+    nearest comes first, even when a member of much smaller nnz has a lower cost."""
+    build = KINDS["csr"][1]
+    small, near, new = (build(*SP.pattern(np.random.default_rng(s), 64, 48, n))
+                        for s, n in ((0, 20), (1, 900), (2, 1000)))
+    fam = family_key(new.dag)
+    assert family_key(small.dag) == family_key(near.dag) == fam
+    s_small, s_near = tc.Schedule(small.dag), tc.Schedule(near.dag)
+    s_small[small.dag.outputs[0]].parallel(small.dag.outputs[0].op.axes[0])
+    log = str(tmp_path / "members.jsonl")
+    append_records(log, [
+        Record(small.dag.workload_key, str(HOST), s_small.records(), {}, MeasureResult((1e-6,)),
+               flop_count=small.dag.flop_count(), family=fam),
+        Record(near.dag.workload_key, str(HOST), s_near.records(), {}, MeasureResult((1e-3,)),
+               flop_count=near.dag.flop_count(), family=fam)])
+    sched, rec = select_from_log(new.dag, log, HOST)
+    assert rec.workload_key == near.dag.workload_key and sched.key == s_near.key
+    _check(tc.build(new.dag, "llvm", log=log), new, new.make_inputs(np.random.default_rng(3)))
