@@ -261,3 +261,28 @@ def test_the_family_member_nearest_in_size_serves_first(tmp_path):
     sched, rec = select_from_log(new.dag, log, HOST)
     assert rec.workload_key == near.dag.workload_key and sched.key == s_near.key
     _check(tc.build(new.dag, "llvm", log=log), new, new.make_inputs(np.random.default_rng(3)))
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_sparse_sketch_serves_other_nnz(kind, tmp_path):
+    """Every sketch of the sparse rules (SDDMM's rfactor one too), under random annotations, is a
+    schedule that does not depend on nnz and runs right on matrices of other nnz."""
+    from tecomp.search.target_search import generate_sketches, materialize
+    (rows, cols), build = KINDS[kind]
+    wl = build(*SP.pattern(np.random.default_rng(0), rows, cols, TUNED_NNZ[kind]))
+    task = tc.SearchTask(wl.dag, "llvm", inputs=wl.index_data)
+    others = [build(*SP.pattern(np.random.default_rng(1), rows, cols, TUNED_NNZ[kind] // 2 + 1)),
+              build(*SP.pattern(np.random.default_rng(2), rows, cols, 2 * TUNED_NNZ[kind], P))]
+    sketches = generate_sketches(task)
+    assert sketches
+    for sid, sk in enumerate(sketches):
+        for seed in range(2):
+            cand = materialize(task, sid, sk, {}, np.random.default_rng(seed))
+            steps = cand.state.steps_records()
+            log = str(tmp_path / f"{sk.name}_{seed}.jsonl")
+            append_records(log, [Record(wl.dag.workload_key, str(HOST), steps, {},
+                                        MeasureResult((1e-3,)), family=family_key(wl.dag))])
+            for w2 in others:
+                assert nnz_dependence(w2.dag, steps) is None, sk.name
+                k = tc.build(w2.dag, "llvm", log=log, cache=False)
+                _check(k, w2, w2.make_inputs(np.random.default_rng(seed)))
