@@ -149,3 +149,14 @@ def test_shipped_logs_match_as_before_on_this_host():
                 assert {r.key for r in now} == {r.key for r in before}, (p, key)
                 total += len(now)
     assert total > 0
+
+
+def test_cli_best_target_filter_takes_a_cpu_without_features(tmp_path, capsys):
+    """``tecomp best --target "llvm -mcpu=CPU"`` finds records whose target also names features."""
+    from tecomp.cli import main
+    log = str(tmp_path / "t.jsonl")
+    append_records(log, [_rec("a" * 32, [["CI", 1]], "llvm -mcpu=x -mattr=+avx2,+fma"),
+                         _rec("b" * 32, [["CI", 1]], "llvm -mcpu=y -mattr=+avx2")])
+    assert main(["best", log, "--target", "llvm -mcpu=x", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"aaaa' in out and '"bbbb' not in out

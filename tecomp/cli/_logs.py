@@ -65,7 +65,9 @@ def load_tasks(paths) -> list:
 def cmd_best(args) -> int:
     tasks = load_tasks(args.logs)
     if args.target:
-        tasks = [t for t in tasks if t.target == args.target or t.target.split()[0] == args.target]
+        from ..schedule.target_match import same_target  # a -mcpu alone matches its records
+        tasks = [t for t in tasks
+                 if same_target(t.target, args.target) or t.target.split()[0] == args.target]
         if not tasks:
             raise CliError(f"no records for target {args.target!r} in {', '.join(args.logs)}")
     rows = []
