@@ -99,12 +99,15 @@ def _factor_reduction(p, sid, parallel: bool) -> None:
     parts = 3 if parallel and one_axis else 2
     p.apply(SplitStep(sid, inner, (1,) * (parts - 1), True),
             lambda i: TileHole(i, ext, parts))
+    nest_order = [it.name for it in p.state.stages[sid].iters if it.kind is IterKind.REDUCE]
     p.apply(RfactorStep(sid, inner + parts - 1, n_sp))
-    if not parallel:
-        return
     # the partials stage (at sid): spatial axes, the lane axis (last), then the reduction loops
     rf = p.state.stages[sid]
     lane = rf.iters[n_sp].name
+    if not parallel:
+        if not an.needs_multi_level_tiling(p.state, sid):  # (tiling puts the lanes inside)
+            _lanes_innermost(p, sid, lane, nest_order)
+        return
     if one_axis:
         piece = p.state.iter_index(sid, f"{outer}.0")
     else:  # split the outermost axis here: its outer piece becomes the parallel axis
@@ -113,11 +116,23 @@ def _factor_reduction(p, sid, parallel: bool) -> None:
         p.apply(SplitStep(sid, pos, (1,), True), lambda i: TileHole(i, e, 2))
         piece = p.state.iter_index(sid, f"{outer}.0")
     p.apply(RfactorStep(sid, piece, n_sp))
-    # partials[spatial..., outer.f, lane]: the reduction loops go inside the parallel axis and
-    # outside the lane axis, which stays innermost (the vector)
+    _lanes_innermost(p, sid, lane, nest_order)  # partials[spatial..., outer.f, lane]
+
+
+def _lanes_innermost(p, sid: int, lane: str, nest_order: list) -> None:
+    """Reorder a partials stage: its spatial loops, the reduction loops in the order the
+    reduction had them (``nest_order``: rows outside columns, not the partials stage's natural
+    order, which puts the factored axis's pieces first), then the lane axis, so the annotation
+    can vectorize the lanes (it vectorizes trailing spatial loops only); the lanes read
+    contiguous elements of the reduced axis."""
+    def rank(name):  # a piece "i.1" of a loop "i" split after the rfactor ranks as "i"
+        while name not in nest_order and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return nest_order.index(name) if name in nest_order else len(nest_order)
     its = p.state.stages[sid].iters
     order = [k for k, it in enumerate(its) if it.kind is IterKind.SPATIAL and it.name != lane]
-    order += [k for k, it in enumerate(its) if it.kind is IterKind.REDUCE]
+    order += sorted((k for k, it in enumerate(its) if it.kind is IterKind.REDUCE),
+                    key=lambda k: (rank(its[k].name), k))
     order.append(p.state.iter_index(sid, lane))
     p.apply(ReorderStep(sid, tuple(order)))
 

@@ -68,6 +68,10 @@ def test_frobenius_gets_vector_and_parallel_rfactor_sketches_and_many_candidates
     task = SearchTask(operator_case("frobenius").dag, hardware=HW)
     sks = generate_sketches(task)
     assert [s.name for s in sks] == ["default", "rfactor", "rfactor+par"]
+    # the lanes innermost (vectorizable), the rows outside the columns (contiguous reads)
+    plain = Schedule(task.dag, sks[1].steps)
+    parts = [st for st in plain.state.stages if st.name == "sumsq.rf"]
+    assert [it.name for it in parts[0].iters] == ["z", "i", "j.0", "j.1.f"]
     par = Schedule(task.dag, sks[2].steps)
     parts = [st for st in par.state.stages if st.name == "sumsq.rf.rf"]
     assert parts and [it.name for it in parts[0].iters] == ["z", "i.0.f", "i.1", "j.0", "j.1.f"]
