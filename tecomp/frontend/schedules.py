@@ -61,10 +61,10 @@ def _tile(s: Schedule, anchor, out) -> None:
     # second-to-last axis
     r = 1 if len(axes) == 4 and T.op.tag.startswith("conv2d_nchw") else len(axes) - 2
     rows, cols = _factor(shape[r], _TILE_ROWS), _TILE_COLS
-    if rows < _TILE_ROWS and shape[r] <= 2 * _TILE_ROWS:
-        # an NHWC row of 7 (ResNet's last stage) has no divisor up to 4: a 1-row tile ran
-        # 15x slower than NCHW's; all 7 rows of one vector of columns keep 7 accumulators
-        rows, cols = shape[r], _TILE_COLS // 2
+    if rows < _TILE_ROWS and _factor(shape[r], 2 * _TILE_ROWS) > _TILE_ROWS:
+        # an NHWC row of 7 or 14 (ResNet's last stages) has no divisor 4: a 1-row tile ran
+        # 15x slower than NCHW's; 7 rows of one vector of columns keep 7 accumulators
+        rows, cols = _factor(shape[r], 2 * _TILE_ROWS), _TILE_COLS // 2
     jo, ji = s[O].split(axes[-1], factor=_factor(shape[-1], cols))
     io, ii = s[O].split(axes[r], factor=rows)
     rest = [a for k, a in enumerate(axes[:-1]) if k != r]
