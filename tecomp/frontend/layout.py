@@ -63,6 +63,7 @@ class _Pass:
         self.nhwc: set = set()    # values stored NHWC
         self.copies: dict = {}    # (value, Layout) -> its transposed copy
         self.nodes: list = []
+        self.made: dict = {}      # value -> the node (already placed) computing it
 
     # ------------------------------------------------------------------ values
     def is_nhwc(self, name: str) -> bool:
@@ -80,10 +81,20 @@ class _Pass:
             if name in m.constants:
                 m.add_constant(out, m.constants[name].transpose(perm))
             else:
-                v = m.values[name]
-                m.add_value(out, tuple(v.shape[p] for p in perm), v.dtype)
-                self.nodes.append(Node(Op.TRANSPOSE, [name], [out], {"perm": perm},
-                                       f"layout transform of {name!r} to {want.value}"))
+                src, v = name, m.values[name]
+                prev = self.made.get(name)
+                if prev is not None and prev.op is Op.TRANSPOSE and prev.inputs[0] not in self.nhwc:
+                    # the model's own transpose then the layout's: one transpose of its input
+                    # (none when they cancel, as around the convolutions of an NHWC export)
+                    src = prev.inputs[0]
+                    perm = tuple(prev.attrs["perm"][k] for k in perm)
+                    if perm == tuple(range(4)):
+                        self.copies[key] = src
+                        return src
+                m.add_value(out, tuple(v.shape[p] for p in (TO_NHWC if want is Layout.NHWC
+                                                            else TO_NCHW)), v.dtype)
+                self.place(Node(Op.TRANSPOSE, [src], [out], {"perm": perm},
+                                f"layout transform of {name!r} to {want.value}"))
             if want is Layout.NHWC:
                 self.nhwc.add(out)
             self.copies[key] = out
@@ -109,7 +120,11 @@ class _Pass:
             v = self.m.values[n.output]
             self.m.values[n.output] = Value(v.name, tuple(v.shape[p] for p in TO_NHWC), v.dtype)
             self.nhwc.add(n.output)
+        self.place(n)
+
+    def place(self, n: Node) -> None:
         self.nodes.append(n)
+        self.made[n.output] = n
 
     def rank4(self, name: str) -> bool:
         return len(self.m.values[name].shape) == 4

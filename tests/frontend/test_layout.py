@@ -153,3 +153,17 @@ def test_the_log_of_one_layout_builds_that_layout(tmp_path):
     np.testing.assert_allclose(cm(x), ort_run(proto, {"x": x})[0], rtol=1e-4, atol=1e-5)
     with pytest.warns(UserWarning, match="2 of 2 layers have no record"):
         tc.compile_model(tc.from_onnx(proto, layout=tc.Layout.NCHW), log=str(log))
+
+
+def test_an_nhwc_export_loses_its_transposes():
+    """A model exported from an NHWC framework transposes around every convolution: the
+    layout's transposes cancel the model's own, and no layout transform is left."""
+    nodes = [n("Transpose", ["x"], ["xt"], perm=[0, 3, 1, 2]),
+             n("Conv", ["xt", "W1"], ["c1"], pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"]),
+             n("Conv", ["r1", "W2"], ["c2"]), n("Transpose", ["c2"], ["y"], perm=[0, 2, 3, 1])]
+    proto = make_model(nodes, {"x": [1, 6, 6, 3]}, {"y": [1, 6, 6, 5]},
+                       {"W1": w(4, 3, 3, 3), "W2": w(5, 4, 1, 1)})
+    model, cm = check(proto)
+    assert not any(nd.source.startswith("layout transform") for nd in model.nodes)
+    assert model.nodes[0].op is tc.frontend.Op.CONV2D and model.nodes[0].inputs[0] == "x"
+    assert model.nodes[-1].attrs["perm"] == (0, 1, 2, 3)  # the model's own: a copy
