@@ -52,9 +52,9 @@ class _Lowering:
                 shape = tuple(r[1] for r in s.region)
                 self.offsets[id(s.tensor)] = [r[0] for r in s.region]
                 self.attached.setdefault(s.attach, []).append(sid)
-            scope = Scope.GLOBAL if id(s.tensor) in self.args else Scope(s.scope)
+            scope = Scope.GLOBAL if id(s.tensor) in self.args else s.scope
             strides = aligned_strides(shape, s.align)
-            if strides is None and s.location is ComputeLocation.AT and s.scope == "local":
+            if strides is None and s.location is ComputeLocation.AT and s.scope is Scope.LOCAL:
                 strides = loop_order_strides(s, shape)
             self.buffers[id(s.tensor)] = Buffer(name, shape, s.tensor.dtype, scope, strides)
 

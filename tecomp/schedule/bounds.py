@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..ir.arith import bound, simplify_index
 from ..ir.expr import BinOpKind, Const, TensorRead, binary
 from ..ir.interval import interval
+from ..ir.loop import Scope
 from ..ir.traverse import free_vars, structural_key, substitute, walk
 from .inline import expand_inline, stage_exprs
 from .state import ComputeLocation, ScheduleError, State
@@ -94,7 +95,7 @@ def _region(state: State, sid: int, by_tensor: dict) -> list:
         raise ScheduleError(f"compute_at: '{t.name}' no longer has loop {k}")
     ranges = loop_ranges(state, tid)
     inner = {it.var: ranges[it.var] for it in nest.iters[k + 1:] if it.var in ranges}
-    if s.scope == "shared":
+    if s.scope is Scope.SHARED:
         # all threads of a block share the buffer: its region covers every threadIdx value of
         # the loops around the attach point (filled cooperatively, TVM's thread relaxation)
         inner.update(_thread_ranges(state, tid, k, ranges))

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from ..ir import dtype as dt
 from ..ir.expr import Const, IterKind, IterVar, Reduce, TensorRead, select
+from ..ir.loop import Scope
 from ..ir.tensor import ComputeOp, Tensor
 from ..ir.traverse import transform
 from .inline import effective_readers
@@ -15,7 +16,7 @@ from .steps import Step, checked_iter, checked_stage, iter_repr, register_step, 
 __all__ = ["ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheWriteStep",
            "CacheReadStep", "StorageAlignStep", "SCOPES", "aligned_strides", "insert_stage"]
 
-SCOPES = ("global", "shared", "local")
+SCOPES = tuple(s.value for s in Scope)  # as step records name them
 
 
 def _attach_chain(state: State, sid: int) -> list:
@@ -139,6 +140,12 @@ def _check_scope(scope):
         raise ScheduleError(f"unknown memory scope {scope!r}; use one of {SCOPES}")
 
 
+def _scope_name(step) -> None:
+    """A cache step made with an :class:`~tecomp.ir.loop.Scope` holds its name (the record's)."""
+    if isinstance(step.scope, Scope):
+        object.__setattr__(step, "scope", step.scope.value)
+
+
 @register_step
 @dataclass(frozen=True)
 class CacheWriteStep(Step):
@@ -146,7 +153,10 @@ class CacheWriteStep(Step):
     the stage itself becomes a copy out of that buffer."""
     code: ClassVar[str] = "CHW"
     stage_id: int
-    scope: str
+    scope: str  # a Scope's value (a Scope given is stored as its value)
+
+    def __post_init__(self):
+        _scope_name(self)
 
     def apply(self, state):
         s = checked_stage(state, self.stage_id, "cache_write")
@@ -164,7 +174,7 @@ class CacheWriteStep(Step):
         s.op = ComputeOp(op.name, axes, cache[axes] if axes else cache[()], tag=op.tag)
         s.invalidate()
         new = StageState(cache, cache_op)
-        new.scope = self.scope
+        new.scope = Scope(self.scope)
         insert_stage(state, self.stage_id, new)
 
     def python(self, state):
@@ -184,9 +194,12 @@ class CacheReadStep(Step):
     """
     code: ClassVar[str] = "CHR"
     stage_id: int
-    scope: str
+    scope: str  # a Scope's value (a Scope given is stored as its value)
     reader_ids: tuple
     pack: tuple = ()
+
+    def __post_init__(self):
+        _scope_name(self)
 
     def apply(self, state):
         if not 0 <= self.stage_id < len(state.stages):
@@ -219,7 +232,7 @@ class CacheReadStep(Step):
             rs.op = ComputeOp(o.name, o.axes, body, out_index=o.out_index if o.is_ragged else None,
                               checks=o.checks, tag=o.tag)
         new = StageState(cache, cache.op)
-        new.scope = self.scope
+        new.scope = Scope(self.scope)
         insert_stage(state, self.stage_id + 1, new)
 
     def _cache(self, t, src):

@@ -1,6 +1,7 @@
 """Text forms of a schedule: the loop structure of a State, and the Python that rebuilds it."""
 from __future__ import annotations
 
+from ..ir.loop import Scope
 from .state import ComputeLocation, State
 
 __all__ = ["state_str", "steps_python"]
@@ -25,7 +26,7 @@ def state_str(state: State) -> str:
         if s.location is ComputeLocation.AT:
             t = state.stages[s.attach[0]]
             where = f"  @ {t.name}.{t.iters[s.attach[1]].name}"
-        scope = "" if s.scope == "global" else f" [{s.scope}]"
+        scope = "" if s.scope is Scope.GLOBAL else f" [{s.scope.value}]"
         lines.append(f"{s.name}{scope}: {', '.join(loops)}{where}")
     return "\n".join(lines)
 

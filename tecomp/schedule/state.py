@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..ir import dtype as dt
 from ..ir.dag import ComputeDAG
 from ..ir.expr import BinOpKind, Const, Expr, IterKind, Var, binary
-from ..ir.loop import ThreadAxis
+from ..ir.loop import Scope, ThreadAxis
 from ..ir.tensor import PlaceholderOp
 from ..ir.traverse import substitute
 
@@ -85,7 +85,7 @@ class StageState:
         self.relations: list = []
         self.location = ComputeLocation.ROOT
         self.attach: tuple | None = None  # (target stage index, target iterator index)
-        self.scope = "global"
+        self.scope = Scope.GLOBAL  # where the stage's buffer lives (cache steps set it)
         # per root spatial axis, if attached: (lo expr, extent, may leave the domain below/above)
         self.region: list | None = None
         self.align: dict = {}  # buffer dimension -> (factor, offset) from storage_align

@@ -3,13 +3,14 @@ steps may have rewritten), after Ansor's access analysis."""
 from __future__ import annotations
 
 from ..ir.expr import BinOp, BinOpKind, Const, Reduce, Select, TensorRead, UnOp, Var
+from ..ir.loop import Scope
 from ..ir.traverse import walk
 from ..schedule.inline import effective_readers
 from ..schedule.state import State
 
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
            "is_tiled", "spatial_size", "reduce_size", "small_reduction", "has_data_dependent_loops",
-           "inner_axis_alternatives"]
+           "inner_axis_alternatives", "recomputed_at"]
 
 
 def is_output(state: State, sid: int) -> bool:
@@ -79,7 +80,7 @@ def fusible_consumer(state: State, sid: int) -> int | None:
         return None
     (cid,) = readers
     s, c = state.stages[sid], state.stages[cid]
-    if c.op.is_ragged or c.tensor.shape != s.tensor.shape or c.scope == "shared":
+    if c.op.is_ragged or c.tensor.shape != s.tensor.shape or c.scope is Scope.SHARED:
         return None
     if isinstance(s.op.body, Reduce) and isinstance(c.op.body, Reduce):
         return None
@@ -156,7 +157,7 @@ def inner_axis_alternatives(state: State, sid: int) -> list:
     """
     s = state.stages[sid]
     axes = list(s.op.axes)
-    if len(axes) < 2 or s.scope != "local":
+    if len(axes) < 2 or s.scope is not Scope.LOCAL:
         return []
     last = axes[-1]
     reads = [x for x in walk(s.op.body) if isinstance(x, TensorRead)]
@@ -174,3 +175,20 @@ def inner_axis_alternatives(state: State, sid: int) -> list:
                 and all(i is a or not any(x is a for x in walk(i)) for i in users[0].indices):
             out.append(a.name)
     return out
+
+
+def recomputed_at(state: State, sid: int, cid: int, k: int) -> bool:
+    """Whether computing stage ``sid`` at loop ``k`` of its reader ``cid`` repeats it over an
+    enclosing loop (of extent > 1) that the region it reads from ``sid`` does not depend on: a
+    row reduction computed inside the loop over the row's columns runs once per column (a
+    softmax's row maximum at its output's column loop: 1024 times the work, seconds per run).
+    False when the reader reads ``sid`` only through an inlined stage (not analysed here)."""
+    s, c = state.stages[sid], state.stages[cid]
+    reads = [x for x in walk(c.op.body) if isinstance(x, TensorRead) and x.tensor is s.tensor]
+    if not reads:
+        return False
+    used = {id(v) for r in reads for i in r.indices for v in walk(i) if isinstance(v, Var)}
+    nest = c.nest()
+    feeding = {id(v) for a, val in nest.root_values.items() if id(a) in used
+               for v in walk(val) if isinstance(v, Var)}
+    return any((it.const_extent or 2) > 1 and id(it.var) not in feeding for it in c.iters[:k + 1])

@@ -1,8 +1,8 @@
 """Random annotation: a sketch plus explicit *decisions* becomes a concrete schedule.
 
-Decisions (JSON-able, stored in the records beside the steps):
+Decisions (:class:`~tecomp.search.decisions.Decisions`, stored in the records beside the steps):
 
-- ``tile``: split step index (as str) -> inner lengths; exact divisor factorizations mostly, and
+- ``tile``: split step index -> inner lengths; exact divisor factorizations mostly, and
   also non-divisible ones (tails are guarded), which Ansor's exact-divisor sampling cannot reach;
 - ``loc``: stage name -> index into that stage's compute-location candidates (root, inline, or a
   loop of its consumer), for stages the sketch left untiled (padding, elementwise with branches);
@@ -23,18 +23,19 @@ import functools
 from dataclasses import dataclass, field
 
 from ..ir.expr import IterKind
-from ..ir.loop import PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, ParallelSchedule
+from ..ir.loop import PRAGMA_PARALLEL_CHUNK, PRAGMA_PARALLEL_SCHEDULE, ParallelSchedule, Scope
 from ..schedule.compute_steps import ComputeAtStep, ComputeInlineStep
 from ..schedule.inline import effective_readers
 from ..schedule.replay_cache import REPLAY_CACHE
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
 from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep
 from . import analysis as an
+from .decisions import Decisions, MutationKind
 from .layout_rewrite import pack_weights
 from .sketch_rule import Sketch, TileHole
 
 __all__ = ["Candidate", "materialize_cpu", "factorizations", "UNROLL_CHOICES", "CHUNK_CHOICES",
-           "MAX_INNERMOST", "MAX_VECTOR", "apply_step", "annotate_unroll"]
+           "MAX_INNERMOST", "MAX_VECTOR", "apply_step", "annotate_unroll", "CPU_TABLES"]
 
 UNROLL_CHOICES = (0, 16, 64, 512)
 #: parallel chunking of loops over sparse rows: 0 static, else dynamic chunks of this many
@@ -43,13 +44,15 @@ MAX_INNERMOST = 64
 MAX_VECTOR = 64
 NON_DIVISIBLE_PROB = 0.15
 _NICE = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 48, 64)
+#: the decision tables of a CPU candidate
+CPU_TABLES = tuple(MutationKind)
 
 
 @dataclass
 class Candidate:
     """A concrete program: sketch index, decisions, the steps they give and the state."""
     sketch: int
-    decisions: dict
+    decisions: Decisions
     steps: list
     state: State
     _key: tuple | None = field(default=None, init=False, repr=False, compare=False)
@@ -112,31 +115,32 @@ def _valid_tile(v, hole: TileHole) -> bool:
     return prod <= max(hole.extent, 1) and (not v or v[-1] <= MAX_INNERMOST)
 
 
-def materialize_cpu(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> Candidate | None:
-    """The candidate of a CPU ``sketch`` under ``decisions`` (missing ones sampled with ``rng`` and
-    written back); None when the result is not a legal schedule. The search calls it through
-    :func:`tecomp.search.target_search.materialize`, which picks the target's annotator."""
-    d = {k: dict(decisions.get(k, {}))
-         for k in ("tile", "loc", "par", "vec", "unroll", "chunk", "pack")}
+def materialize_cpu(task, sketch_id: int, sketch: Sketch, decisions: Decisions,
+                    rng) -> Candidate | None:
+    """The candidate of a CPU ``sketch`` under ``decisions`` (missing ones sampled with ``rng``; the
+    candidate's decisions are complete); None when the result is not a legal schedule. The search
+    calls it through :func:`tecomp.search.target_search.materialize`, which picks the target's
+    annotator."""
+    K = MutationKind
+    d = decisions.tables(CPU_TABLES)
     tiles = {}
     for idx, h in sketch.holes.items():
         if isinstance(h, TileHole):
-            v = d["tile"].get(str(idx))
+            v = d[K.TILE].get(idx)
             if not _valid_tile(v, h):
                 v = sample_tile(rng, h.extent, h.parts)
-            d["tile"][str(idx)] = list(v)
-            tiles[idx] = tuple(v)
+            d[K.TILE][idx] = tiles[idx] = tuple(v)
     steps = sketch.with_lengths(tiles)
     try:
         state = REPLAY_CACHE.replay(task.dag, steps)  # mutants share most steps: see there
-        _compute_locations(state, steps, d["loc"], rng)
-        pack_weights(state, steps, d["pack"], rng, apply_step)  # after: the pack stays at root
-        _parallel(state, steps, d["par"], rng, task.hardware.num_cores, d["chunk"])
-        _vectorize(state, steps, d["vec"], rng)
-        annotate_unroll(state, steps, d["unroll"], rng)
+        _compute_locations(state, steps, d[K.LOC], rng)
+        pack_weights(state, steps, d[K.PACK], rng, apply_step)  # after: the pack stays at root
+        _parallel(state, steps, d[K.PAR], rng, task.hardware.num_cores, d[K.CHUNK])
+        _vectorize(state, steps, d[K.VEC], rng)
+        annotate_unroll(state, steps, d[K.UNROLL], rng)
     except ScheduleError:
         return None
-    return Candidate(sketch_id, d, steps, state)
+    return Candidate(sketch_id, Decisions.from_tables(d), steps, state)
 
 
 def apply_step(state: State, steps: list, step) -> None:
@@ -160,7 +164,7 @@ def _compute_locations(state, steps, table, rng) -> None:
     for sid in reversed(range(len(state.stages))):
         s = state.stages[sid]
         if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
-                or an.is_output(state, sid) or s.op.is_ragged or s.scope != "global":
+                or an.is_output(state, sid) or s.op.is_ragged or s.scope is not Scope.GLOBAL:
             continue
         if an.needs_multi_level_tiling(state, sid):
             continue
@@ -174,7 +178,8 @@ def _compute_locations(state, steps, table, rng) -> None:
             for k, it in enumerate(c.iters):
                 if it.kind is IterKind.REDUCE or it.const_extent is None:
                     break
-                if it.const_extent > 1 and it.annotation is Annotation.NONE:
+                if it.const_extent > 1 and it.annotation is Annotation.NONE and not (
+                        s.op.reduce_axes and an.recomputed_at(state, sid, cid, k)):
                     cands.append(("at", cid, k))
         choice = cands[_choose(table, s.name, len(cands), rng)]
         if choice[0] == "inline":
@@ -208,9 +213,14 @@ def _parallel(state, steps, table, rng, cores, chunks=None) -> None:
         attached = {o.attach[1] for o in state.stages
                     if o.location is ComputeLocation.AT and o.attach[0] == sid}
         n_max, prod, default = 0, 1, None
+        # a reduction computed at an outer loop is not fused with loops its region does not
+        # depend on (it would be recomputed per iteration of those: softmax's row sum per column)
+        reds = [(o, st.attach[1]) for o, st in enumerate(state.stages) if not st.is_placeholder
+                and st.op.reduce_axes and st.location is ComputeLocation.AT and st.attach[0] == sid]
         for k, it in enumerate(its):
             if it.kind is not IterKind.SPATIAL or it.const_extent is None \
-                    or it.annotation is not Annotation.NONE:
+                    or it.annotation is not Annotation.NONE \
+                    or any(a < k and an.recomputed_at(state, o, sid, k) for o, a in reds):
                 break
             n_max += 1
             prod *= it.const_extent

@@ -11,7 +11,6 @@ what was measured.
 """
 from __future__ import annotations
 
-import copy
 import gc
 import logging
 import math
@@ -19,6 +18,7 @@ import math
 import numpy as np
 
 from .annotate import MAX_INNERMOST, UNROLL_CHOICES, Candidate, sample_tile
+from .decisions import Decisions, MutationKind
 from .sketch_rule import TileHole
 from .target_search import generate_sketches, materialize
 
@@ -27,9 +27,10 @@ __all__ = ["EvolutionarySearch", "mutate", "MUTATION_WEIGHTS", "unique_sketch_na
 _LOG = logging.getLogger("tecomp.search")
 
 #: mutation kinds and their weights (Ansor's CPU weights, with vectorization, sparse chunking and
-#: weight packing added)
-MUTATION_WEIGHTS = {"tile": 0.85, "unroll": 0.05, "loc": 0.05, "par": 0.03, "vec": 0.02,
-                    "chunk": 0.03, "pack": 0.03}
+#: weight packing added); the order is the order the kinds are drawn in
+MUTATION_WEIGHTS = {MutationKind.TILE: 0.85, MutationKind.UNROLL: 0.05, MutationKind.LOC: 0.05,
+                    MutationKind.PAR: 0.03, MutationKind.VEC: 0.02, MutationKind.CHUNK: 0.03,
+                    MutationKind.PACK: 0.03}
 
 
 def _prime_factors(n: int) -> list:
@@ -46,28 +47,27 @@ def _prime_factors(n: int) -> list:
 
 def mutate(task, sketches, parent: Candidate, rng) -> Candidate | None:
     """One mutation of ``parent``: a decision changed, the candidate materialized again."""
-    dec = copy.deepcopy(parent.decisions)
+    dec = parent.decisions
     sketch = sketches[parent.sketch]
-    kinds = [k for k in MUTATION_WEIGHTS if dec.get(k)]
+    kinds = [k for k in MUTATION_WEIGHTS if dec.table(k)]
     if not kinds:
         return None
     w = np.array([MUTATION_WEIGHTS[k] for k in kinds])
     kind = kinds[int(rng.choice(len(kinds), p=w / w.sum()))]
-    table = dec[kind]
+    table = dict(dec.table(kind))
     names = list(table)
-    if kind == "tile":  # only the sketch's own holes (decisions may come from a log)
-        names = [k for k in names if k in {str(h) for h in sketch.holes}]
+    if kind is MutationKind.TILE:  # only the sketch's own holes (decisions may come from a log)
+        names = [k for k in names if k in sketch.holes]
         if not names:
             return None
     name = names[int(rng.integers(len(names)))]
-    if kind == "tile":
-        hole = sketch.holes[int(name)]
-        table[name] = _mutate_tile(rng, table[name], hole)
-    elif kind == "unroll":
+    if kind is MutationKind.TILE:
+        table[name] = tuple(_mutate_tile(rng, table[name], sketch.holes[name]))
+    elif kind is MutationKind.UNROLL:
         table[name] = int(rng.choice(UNROLL_CHOICES))
     else:
         del table[name]  # re-sampled by materialize
-    child = materialize(task, parent.sketch, sketch, dec, rng)
+    child = materialize(task, parent.sketch, sketch, dec.with_table(kind, table), rng)
     if child is None or child.key == parent.key:
         return None
     return child
@@ -110,15 +110,15 @@ def _mutate_tile(rng, lengths: list, hole: TileHole) -> list:
 def register_tile(c: Candidate) -> tuple:
     """A candidate's innermost structure: sketch, innermost tile length of every tiled loop and
     vectorization. Candidates that share it differ only in their outer (cache-level) tiling."""
-    tiles = c.decisions.get("tile", {})
+    tiles = c.decisions.table(MutationKind.TILE)
     return (c.sketch, tuple(sorted((k, v[-1]) for k, v in tiles.items() if v)),
-            tuple(sorted(c.decisions.get("vec", {}).items())))
+            tuple(sorted(c.decisions.table(MutationKind.VEC).items())))
 
 
 def tile_structure(c: Candidate) -> tuple:
     """A candidate's sketch and the lengths of every tiled loop but the outermost (which follows
     from them)."""
-    tiles = c.decisions.get("tile", {})
+    tiles = c.decisions.table(MutationKind.TILE)
     return (c.sketch, tuple(sorted((k, tuple(v[1:])) for k, v in tiles.items())))
 
 
@@ -141,11 +141,13 @@ class EvolutionarySearch:
     def sketch_index(self, name: str) -> int | None:
         return self.sketch_names.index(name) if name in self.sketch_names else None
 
-    def remember(self, key: str, cost: float, decisions: dict | None) -> None:
-        """A measured candidate (from this run or a resumed log)."""
+    def remember(self, key: str, cost: float, decisions: Decisions | dict | None) -> None:
+        """A measured candidate (from this run or a resumed log: ``decisions`` may be a record's
+        JSON object)."""
         self.measured.add(key)
         if decisions and math.isfinite(cost):
-            idx = self.sketch_index(decisions.get("sketch", ""))
+            decisions = Decisions.coerce(decisions)
+            idx = self.sketch_index(decisions.sketch)
             if idx is not None:
                 self.valid_per_sketch[idx] += 1
                 self.elites.append((cost, idx, decisions))
@@ -157,8 +159,9 @@ class EvolutionarySearch:
             self.remember(c.key, r.mean_cost, self.decisions_of(c))
         self.model.update(candidates, results)
 
-    def decisions_of(self, c: Candidate) -> dict:
-        return {"sketch": self.sketch_names[c.sketch], **c.decisions}
+    def decisions_of(self, c: Candidate) -> Decisions:
+        """``c``'s decisions naming its sketch, as its record stores them (``.to_json()``)."""
+        return c.decisions.with_sketch(self.sketch_names[c.sketch])
 
     def _guarded(self, what: str, fn, *args):
         """``fn(*args)``, or None when it raises: one candidate or one mutation that fails (a
@@ -176,7 +179,7 @@ class EvolutionarySearch:
     def random_candidate(self) -> Candidate | None:
         i = int(self.rng.integers(len(self.sketches)))
         return self._guarded("a random annotation", materialize, self.task, i, self.sketches[i],
-                             {}, self.rng)
+                             Decisions(), self.rng)
 
     def ask(self, n: int) -> list:
         # the search allocates millions of short-lived, acyclic objects (expressions, loop nests,
@@ -203,8 +206,7 @@ class EvolutionarySearch:
         init = list(pop)
         for cost, idx, dec in self.elites[:max(1, int(opt.init_measured_ratio * opt.population))]:
             c = self._guarded("replaying a measured program", materialize, self.task, idx,
-                              self.sketches[idx],
-                              {k: v for k, v in dec.items() if k != "sketch"}, rng)
+                              self.sketches[idx], dec.with_sketch(""), rng)
             if c is not None:
                 pop.append(c)
         best: dict = {}

@@ -1,5 +1,6 @@
 """GPU annotation: a GPU sketch (:mod:`tecomp.search.gpu_sketch`) plus decisions becomes a concrete
-schedule, through the same decision tables as :mod:`tecomp.search.annotate`:
+schedule, through the same decision tables (:class:`~tecomp.search.decisions.Decisions`) as
+:mod:`tecomp.search.annotate`:
 
 - ``tile``: split step index -> inner lengths, sampled jointly per tiled stage so that the threads
   of a block stay within ``max_threads_per_block`` (a multiple of the warp size preferred) and
@@ -16,19 +17,24 @@ from __future__ import annotations
 
 import math
 
+from ..ir.loop import Scope
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
 from ..schedule.steps import AnnotationStep
 from .annotate import Candidate, annotate_unroll, apply_step, factorizations
-from .gpu_sketch import CoopHole, GPUTileHole
+from .decisions import Decisions, MutationKind
+from .gpu_sketch import CoopHole, GPUTileHole, HoleRole
 from .sketch_rule import FollowHole, Sketch, TileHole
 
-__all__ = ["materialize_gpu", "GPU_UNROLL_CHOICES", "VECTOR_CHOICES", "gpu_usage", "GPUUsage"]
+__all__ = ["materialize_gpu", "GPU_UNROLL_CHOICES", "VECTOR_CHOICES", "gpu_usage", "GPUUsage",
+           "GPU_TABLES"]
 
 GPU_UNROLL_CHOICES = (0, 16, 64, 512, 1024)
 VECTOR_CHOICES = (1, 2, 4)
 _TRIES = 64
 #: share of the samples whose thread count is not a multiple of the warp size that are kept
 _ODD_THREADS_KEEP = 0.25
+#: the decision tables of a GPU candidate
+GPU_TABLES = (MutationKind.TILE, MutationKind.VEC, MutationKind.UNROLL)
 
 
 def _sample(rng, h: TileHole, hw) -> list:
@@ -36,7 +42,7 @@ def _sample(rng, h: TileHole, hw) -> list:
     threads, serial innermost parts up to 64); a thread-only hole may also take a power-of-two
     thread count that does not divide its extent (the tail is guarded)."""
     roles = getattr(h, "roles", ())
-    thread_inner = bool(roles) and roles[-1] == "thread"
+    thread_inner = bool(roles) and roles[-1] is HoleRole.THREAD
     limit = hw.max_threads_per_block if thread_inner else 64
     if thread_inner and h.parts == 2 and rng.random() < 0.3:
         cands = [t for t in (32, 64, 128, 256, 512, 1024) if t <= min(h.extent, limit)]
@@ -51,9 +57,9 @@ def _counts(holes: dict, tiles: dict) -> tuple:
     threads = vthreads = 1
     for idx, h in holes.items():
         for role, x in zip(getattr(h, "roles", ()), tiles[idx]):
-            if role == "thread":
+            if role is HoleRole.THREAD:
                 threads *= x
-            elif role == "vthread":
+            elif role is HoleRole.VTHREAD:
                 vthreads *= x
     return threads, vthreads
 
@@ -65,7 +71,7 @@ def _group_ok(holes: dict, tiles: dict, hw, rng=None) -> bool:
     if rng is not None and threads % hw.warp_size and rng.random() > _ODD_THREADS_KEEP:
         # prefer whole warps, unless the group's thread extents cannot make one
         full = math.prod(min(h.extent, hw.max_threads_per_block) for h in holes.values()
-                         if "thread" in getattr(h, "roles", ()))
+                         if HoleRole.THREAD in getattr(h, "roles", ()))
         return full < hw.warp_size
     return True
 
@@ -87,11 +93,11 @@ def _fill_tiles(sketch: Sketch, table: dict, rng, hw) -> dict | None:
             groups.setdefault(getattr(h, "group", ""), {})[idx] = h
     tiles = {}
     for holes in groups.values():
-        cur = {i: tuple(table[str(i)]) for i, h in holes.items() if _valid(table.get(str(i)), h)}
+        cur = {i: tuple(table[i]) for i, h in holes.items() if _valid(table.get(i), h)}
         for i, h in holes.items():
             if i not in cur:
                 cur[i] = tuple(_sample(rng, h, hw))
-        fresh = len([i for i in holes if str(i) not in table]) == len(holes)
+        fresh = len([i for i in holes if i not in table]) == len(holes)
         ok = _group_ok(holes, cur, hw, rng if fresh else None)
         for _ in range(_TRIES if not ok else 0):
             cur = {i: tuple(_sample(rng, h, hw)) for i, h in holes.items()}
@@ -101,18 +107,19 @@ def _fill_tiles(sketch: Sketch, table: dict, rng, hw) -> dict | None:
         if not ok:
             return None
         tiles.update(cur)
-    for i, v in tiles.items():
-        table[str(i)] = list(v)
+    table.update(tiles)
     return tiles
 
 
-def materialize_gpu(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> Candidate | None:
+def materialize_gpu(task, sketch_id: int, sketch: Sketch, decisions: Decisions,
+                    rng) -> Candidate | None:
     """The candidate of GPU ``sketch`` under ``decisions`` (missing or invalid ones sampled with
-    ``rng`` and written back); None when it is not a legal schedule or not a valid GPU program
-    on ``task.hardware``."""
+    ``rng``; the candidate's decisions are complete); None when it is not a legal schedule or not
+    a valid GPU program on ``task.hardware``."""
     hw = task.hardware
-    d = {k: dict(decisions.get(k, {})) for k in ("tile", "vec", "unroll")}
-    tiles = _fill_tiles(sketch, d["tile"], rng, hw)
+    K = MutationKind
+    d = decisions.tables(GPU_TABLES)
+    tiles = _fill_tiles(sketch, d[K.TILE], rng, hw)
     if tiles is None:
         return None
     itemsize = {s.op.name: s.tensor.dtype.itemsize for s in task.dag.stages}
@@ -123,10 +130,10 @@ def materialize_gpu(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) 
             threads, _ = _counts(group, tiles)
             src = h.stage.rsplit(".", 1)[0]
             vmax = max(1, 16 // itemsize.get(src, 4))
-            v = d["vec"].get(h.stage)
+            v = d[K.VEC].get(h.stage)
             if v not in VECTOR_CHOICES or v > vmax:
                 v = int(rng.choice([x for x in VECTOR_CHOICES if x <= vmax]))
-            d["vec"][h.stage] = v
+            d[K.VEC][h.stage] = v
             tiles[idx] = (threads, v)
     for idx, h in sketch.holes.items():
         if not isinstance(h, (TileHole, CoopHole, FollowHole)):
@@ -134,20 +141,20 @@ def materialize_gpu(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) 
     steps = sketch.with_lengths(tiles)
     try:
         state = State.replay(task.dag, steps)
-        _vectorize_fetch(state, steps, d["vec"])
-        annotate_unroll(state, steps, d["unroll"], rng, GPU_UNROLL_CHOICES)
+        _vectorize_fetch(state, steps, d[K.VEC])
+        annotate_unroll(state, steps, d[K.UNROLL], rng, GPU_UNROLL_CHOICES)
     except ScheduleError:
         return None
     if not gpu_usage(state).fits(hw) or not _passes_check(task, state):
         return None
-    return Candidate(sketch_id, d, steps, state)
+    return Candidate(sketch_id, Decisions.from_tables(d), steps, state)
 
 
 def _vectorize_fetch(state, steps, table) -> None:
     """Vectorize the innermost part of each cooperative fetch whose vector length is > 1."""
     for sid, s in enumerate(state.stages):
         v = table.get(s.name)
-        if not v or v < 2 or s.scope != "shared" or len(s.iters) < 3:
+        if not v or v < 2 or s.scope is not Scope.SHARED or len(s.iters) < 3:
             continue
         k = len(s.iters) - 1
         if s.iters[k].const_extent and s.iters[k].const_extent > 1:
@@ -197,9 +204,9 @@ def gpu_usage(state: State) -> GPUUsage:
         u.vthreads = max(u.vthreads, math.prod(x for a, x in axes.items() if a.name == "VTHREAD"))
         if s.location is ComputeLocation.AT and s.region is not None:
             nbytes = math.prod(r[1] for r in s.region) * s.tensor.dtype.itemsize
-            if s.scope == "shared":
+            if s.scope is Scope.SHARED:
                 u.shared_bytes += nbytes
-            elif s.scope == "local":
+            elif s.scope is Scope.LOCAL:
                 u.local_bytes += nbytes
     out = GPUUsage()
     for u in per_root.values():

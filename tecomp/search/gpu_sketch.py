@@ -16,9 +16,11 @@ cache reads of its inputs at R0: for small tiles the shared copy can cost more t
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from ..ir.expr import IterKind, TensorRead
+from ..ir.loop import Scope
 from ..ir.traverse import walk
 from ..schedule.compute_steps import CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep
 from ..schedule.rfactor import RfactorStep
@@ -28,20 +30,30 @@ from . import analysis as an
 from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
 from .tiling import follow_tiling, multi_level_tile
 
-__all__ = ["GPU_RULES", "TILING_GPU", "GPUTileHole", "CoopHole", "WARP"]
+__all__ = ["GPU_RULES", "TILING_GPU", "GPUTileHole", "CoopHole", "HoleRole", "WARP"]
 
 TILING_GPU = "SSSRRSRS"
 #: threads of a warp (cross-thread reductions split by it; thread tiles prefer its multiples)
 WARP = 32
+
+
+class HoleRole(enum.Enum):
+    """What the loop of one inner length of a :class:`GPUTileHole` is bound to."""
+    VTHREAD = "vthread"   # a virtual thread (counted against ``max_vthread``)
+    THREAD = "thread"     # threadIdx (counted against ``max_threads_per_block``)
+    SERIAL = "serial"     # a loop each thread runs
+
+
+_THREAD = (HoleRole.THREAD,)
 #: roles of the inner parts of a spatial split under TILING_GPU (the outermost part is the block)
-_SPATIAL_ROLES = ("vthread", "thread", "serial", "serial")
+_SPATIAL_ROLES = (HoleRole.VTHREAD, HoleRole.THREAD, HoleRole.SERIAL, HoleRole.SERIAL)
 
 
 @dataclass(frozen=True)
 class GPUTileHole(TileHole):
-    """A TileHole whose inner parts have GPU roles (``roles[k]`` for inner length ``k``:
-    "vthread", "thread" or "serial"); holes of one ``group`` (a tiled stage) multiply into one
-    block's thread and vthread counts."""
+    """A TileHole whose inner parts have GPU roles (``roles[k]``, a :class:`HoleRole`, for inner
+    length ``k``); holes of one ``group`` (a tiled stage) multiply into one block's thread and
+    vthread counts."""
     roles: tuple = ()
     group: str = ""
 
@@ -63,7 +75,7 @@ def _gpu_multi_level_tile(p, sid, group):
         if src is None:
             continue
         h = p.sketch.holes[src]
-        roles = _SPATIAL_ROLES if kind is IterKind.SPATIAL else ("serial",) * (h.parts - 1)
+        roles = _SPATIAL_ROLES if kind is IterKind.SPATIAL else (HoleRole.SERIAL,) * (h.parts - 1)
         p.sketch.holes[src] = GPUTileHole(h.step, h.extent, h.parts, roles, group)
     return parts
 
@@ -98,7 +110,7 @@ def _add_shared_reads(p, sid, group, threads_axis=Annotation.THREAD_X):
     """Cache every direct input of tiled stage ``sid`` into "shared", computed at the last R0 loop
     of ``sid``, fetched cooperatively. Returns the new index of the tiled stage."""
     for src in sorted(_direct_inputs(p.state, sid), reverse=True):  # inserts keep lower ids
-        p.apply(CacheReadStep(src, "shared", (sid,)))
+        p.apply(CacheReadStep(src, Scope.SHARED, (sid,)))
         sh, sid = src + 1, sid + 1
         its = p.state.stages[sid].iters
         r0 = [k for k, it in enumerate(its) if it.kind is IterKind.REDUCE and it.name.endswith(".0")]
@@ -143,7 +155,7 @@ def _gpu_inlineable(state, sid):
     s = state.stages[sid]
     return (not s.is_placeholder and s.op.reduce_axes == () and not s.op.is_ragged
             and not an.is_output(state, sid) and s.location is ComputeLocation.ROOT
-            and s.scope == "global" and state.readers(sid))
+            and s.scope is Scope.GLOBAL and state.readers(sid))
 
 
 class GPUInline(SketchRule):
@@ -169,7 +181,7 @@ class GPUCrossThreadReduction(SketchRule):
         s = p.state.stages[sid]
         if s.is_placeholder or not s.op.reduce_axes or not s.op.axes or s.relations \
                 or _data_dependent(p.state, sid) or s.location is not ComputeLocation.ROOT \
-                or s.scope != "global" \
+                or s.scope is not Scope.GLOBAL \
                 or len(s.op.reduce_axes) != 1 or not any(st.op is s.op for st in p.state.dag.stages):
             return RuleResult.SKIP
         sp, red = an.spatial_size(p.state, sid), an.reduce_size(p.state, sid)
@@ -185,10 +197,10 @@ class GPUCrossThreadReduction(SketchRule):
         r = next(i for i, it in enumerate(s.iters) if it.kind is IterKind.REDUCE)
         ext = s.iters[r].const_extent
         p.apply(SplitStep(sid, r, (1,), True),
-                lambda i: GPUTileHole(i, ext, 2, ("thread",), s.name + ".rf"))
+                lambda i: GPUTileHole(i, ext, 2, _THREAD, s.name + ".rf"))
         n_sp = len(s.op.axes)
         p.apply(RfactorStep(sid, r + 1, n_sp))      # partials X.rf at sid, X at sid + 1
-        p.apply(CacheWriteStep(sid, "shared"))       # X.rf.shared at sid, copy X.rf at sid + 1
+        p.apply(CacheWriteStep(sid, Scope.SHARED))       # X.rf.shared at sid, copy X.rf at sid + 1
         p.apply(ComputeInlineStep(sid + 1))
         rf, out = sid, sid + 2
         if n_sp > 1:
@@ -211,7 +223,7 @@ class GPUTiling(SketchRule):
     def meet(self, p, sid, task):
         s = p.state.stages[sid]
         if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
-                or s.scope != "global" or _data_dependent(p.state, sid) \
+                or s.scope is not Scope.GLOBAL or _data_dependent(p.state, sid) \
                 or not an.needs_multi_level_tiling(p.state, sid):
             return RuleResult.SKIP
         return RuleResult.APPLY_AND_SKIP_REST
@@ -222,7 +234,7 @@ class GPUTiling(SketchRule):
             q = p.copy()
             cid = an.fusible_consumer(q.state, sid)
             if cid is None or q.state.stages[cid].relations:
-                q.apply(CacheWriteStep(sid, "local"))  # the cache at sid, its copy at sid + 1
+                q.apply(CacheWriteStep(sid, Scope.LOCAL))  # the cache at sid, its copy at sid + 1
                 cid = sid + 1
             new = _tile_for_gpu(q, sid, cid, shared)
             out.append((q, new - 1))  # shared stages went below it; they are attached (skipped)
@@ -237,7 +249,7 @@ class GPUSimpleBind(SketchRule):
     def meet(self, p, sid, task):
         s = p.state.stages[sid]
         if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
-                or _data_dependent(p.state, sid) or s.scope != "global" or not s.op.axes:
+                or _data_dependent(p.state, sid) or s.scope is not Scope.GLOBAL or not s.op.axes:
             return RuleResult.SKIP
         if _fusion_target(p.state, sid):
             return RuleResult.SKIP  # the tiled producer binds it
@@ -268,7 +280,7 @@ def _bind_flat(p, sid, n_sp):
     ext = it.const_extent
     name = p.state.stages[sid].name
     p.apply(SplitStep(sid, 0, (1,), True),
-            lambda i: GPUTileHole(i, ext, 2, ("thread",), name))
+            lambda i: GPUTileHole(i, ext, 2, _THREAD, name))
     p.apply(AnnotationStep(sid, 0, Annotation.BLOCK_X))
     p.apply(AnnotationStep(sid, 1, Annotation.THREAD_X))
 
@@ -317,7 +329,7 @@ class GPUSparseRows(SketchRule):
         out = []
         for kind in ("row_block", "row_warp") + (("bsr_tile",) if factor else ()):
             q = p.copy()
-            q.apply(CacheWriteStep(sid, "local"))  # accumulate in a register
+            q.apply(CacheWriteStep(sid, Scope.LOCAL))  # accumulate in a register
             c = sid + 1
             name = q.state.stages[c].name
             its = q.state.stages[c].iters
@@ -331,14 +343,14 @@ class GPUSparseRows(SketchRule):
                 q.apply(ReorderStep(c, (ri, cpos[0])))
             cext = q.state.stages[c].iters[1].const_extent
             q.apply(SplitStep(c, 1, (1,), True),
-                    lambda i: GPUTileHole(i, cext, 2, ("thread",), name))
+                    lambda i: GPUTileHole(i, cext, 2, _THREAD, name))
             rext = rows[0].const_extent
             if kind == "row_block":      # r | c.1 (tx) | c.0
                 q.apply(ReorderStep(c, (0, 2, 1)))
                 binds = [(0, Annotation.BLOCK_X), (1, Annotation.THREAD_X)]
             elif kind == "row_warp":     # r.0 (bx) | r.1 (ty) | c.1 (tx) | c.0
                 q.apply(SplitStep(c, 0, (1,), True),
-                        lambda i: GPUTileHole(i, rext, 2, ("thread",), name))
+                        lambda i: GPUTileHole(i, rext, 2, _THREAD, name))
                 q.apply(ReorderStep(c, (0, 1, 3, 2)))
                 binds = [(0, Annotation.BLOCK_X), (1, Annotation.THREAD_Y),
                          (2, Annotation.THREAD_X)]
@@ -380,7 +392,7 @@ class GPUSparseNonzeros(SketchRule):
         # a nominal extent: the hole's factorizations are the thread counts up to a block's limit
         limit = task.hardware.max_threads_per_block
         p.apply(SplitStep(sid, d, (1,), True),
-                lambda i: GPUTileHole(i, limit, 2, ("thread",), s.name))
+                lambda i: GPUTileHole(i, limit, 2, _THREAD, s.name))
         n = len(p.state.stages[sid].iters)
         p.apply(ReorderStep(sid, (0, 2, 1) + tuple(range(3, n))))
         p.apply(AnnotationStep(sid, 0, Annotation.BLOCK_X))

@@ -12,6 +12,7 @@ only on the weight: ``tc.build(..., constants={...})`` runs it once at build tim
 from __future__ import annotations
 
 from ..ir.expr import TensorRead, Var
+from ..ir.loop import Scope
 from ..ir.traverse import walk
 from ..schedule.compute_steps import CacheReadStep
 from ..schedule.state import ComputeLocation
@@ -75,5 +76,5 @@ def pack_weights(state, steps, table: dict, rng, apply) -> None:
         for x in levels[len(levels) - v:]:
             factor *= x
         if factor > 1:
-            apply(state, steps, CacheReadStep(sid, "global", (rid,), (dim, factor)))
+            apply(state, steps, CacheReadStep(sid, Scope.GLOBAL, (rid,), (dim, factor)))
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..schedule import State, step_from_record
 from .annotate import Candidate
+from .decisions import Decisions
 
 __all__ = ["candidates_from_records"]
 
@@ -28,6 +29,6 @@ def candidates_from_records(dag, records) -> tuple:
             skipped += 1
             continue
         seen.add(r.key)
-        cands.append(Candidate(-1, dict(r.decisions), steps, state))
+        cands.append(Candidate(-1, Decisions.from_json(r.decisions), steps, state))
         costs.append(r.result.mean_cost if r.result.is_valid else math.inf)
     return cands, np.asarray(costs, dtype=np.float64), skipped

@@ -16,6 +16,7 @@ geometric mean of speedups, no layer left behind) asks for.
 """
 from __future__ import annotations
 
+import enum
 import math
 import time
 from dataclasses import dataclass, field
@@ -33,14 +34,36 @@ BETA = 2.0    # a lagging task is expected to reach 1/BETA of its best similar t
 WINDOW = 3    # rounds over which the backward slope is taken
 
 
-class SchedulerStrategy:
-    GRADIENT = "gradient"
-    ROUND_ROBIN = "round-robin"
+class _Choice(str, enum.Enum):
+    """A string-valued choice that prints as its value (``f"{strategy}"``, on every Python)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
-class SchedulerObjective:
+class SchedulerStrategy(_Choice):
+    """How the task scheduler picks the next task (the values are what the CLI and callers pass)."""
+    GRADIENT = "gradient"         # the task with the largest expected gain per trial
+    ROUND_ROBIN = "round-robin"   # every task in turn
+
+
+class SchedulerObjective(_Choice):
+    """What the gradient strategy minimizes."""
     LATENCY = "latency"   # sum(w_i * best_i): the network's latency
     GEOMEAN = "geomean"   # sum(w_i * log best_i): relative gains count alike
+
+
+def _member(cls, value, what: str):
+    """``value`` (a member or its string value) as a member of ``cls``; ``ValueError`` naming the
+    choices otherwise."""
+    try:
+        return cls(value)
+    except ValueError:
+        raise ValueError(f"unknown {what} {value!r}; expected "
+                         f"{' or '.join(repr(m.value) for m in cls)}") from None
 
 
 @dataclass
@@ -57,8 +80,9 @@ class TuneTasksResult:
 
 
 def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOptions | None = None,
-               strategy: str = SchedulerStrategy.GRADIENT, cost_model_factory=None, measurer=None,
-               progress=None, objective: str = SchedulerObjective.LATENCY) -> TuneTasksResult:
+               strategy: SchedulerStrategy | str = SchedulerStrategy.GRADIENT,
+               cost_model_factory=None, measurer=None, progress=None,
+               objective: SchedulerObjective | str = SchedulerObjective.LATENCY) -> TuneTasksResult:
     """Tune ``tasks`` with ``trials`` measurements in all, allocated round by round.
 
     Parameters
@@ -71,8 +95,8 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
         locked against a second tuning before anything is measured, as in :func:`tecomp.tune`).
     weights : list of float, optional
         How often each task runs in the network (default 1 each).
-    strategy : "gradient" or "round-robin"
-    objective : "latency" or "geomean"
+    strategy : SchedulerStrategy or its value, "gradient" or "round-robin"
+    objective : SchedulerObjective or its value, "latency" or "geomean"
         What the gradient strategy minimizes: ``sum(w_i * best_i)`` or ``sum(w_i * log best_i)``.
     cost_model_factory : callable, optional
         ``factory(task) -> CostModel``; default: ONE learned model (when available, else random)
@@ -88,10 +112,8 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
         raise ValueError(f"{len(weights)} weights for {len(tasks)} tasks")
     if not all(math.isfinite(w) and w >= 0 for w in weights):
         raise ValueError(f"task weights must be finite and >= 0, got {weights}")
-    if strategy not in (SchedulerStrategy.GRADIENT, SchedulerStrategy.ROUND_ROBIN):
-        raise ValueError(f"unknown strategy {strategy!r}")
-    if objective not in (SchedulerObjective.LATENCY, SchedulerObjective.GEOMEAN):
-        raise ValueError(f"unknown objective {objective!r}; expected 'latency' or 'geomean'")
+    strategy = _member(SchedulerStrategy, strategy, "strategy")
+    objective = _member(SchedulerObjective, objective, "objective")
     opt = options or TuningOptions()
     rng = np.random.default_rng(opt.seed)
     if cost_model_factory is None:
@@ -144,7 +166,7 @@ def _weighted(out: TuneTasksResult) -> float:
 
 def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps, objective) -> int:
     unwarmed = [i for i in alive if not best_hist[i]]
-    if strategy == SchedulerStrategy.ROUND_ROBIN:
+    if strategy is SchedulerStrategy.ROUND_ROBIN:
         return alive[turn % len(alive)]
     if unwarmed:
         return unwarmed[0]
@@ -179,4 +201,4 @@ def _gradient(i, tuners, weights, best_hist, objective=SchedulerObjective.LATENC
     forward = (g_next - g) / per_round
     grad = weights[i] * (ALPHA * backward + (1 - ALPHA) * forward)
     # d(log g) = dg / g: the same slopes, relative to the task's own latency
-    return grad / g if objective == SchedulerObjective.GEOMEAN else grad
+    return grad / g if SchedulerObjective(objective) is SchedulerObjective.GEOMEAN else grad

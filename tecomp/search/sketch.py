@@ -8,7 +8,9 @@ is :mod:`tecomp.search.tiling`; which rules a target uses, :mod:`tecomp.search.t
 """
 from __future__ import annotations
 
-from ..ir.expr import IterKind
+from ..ir.expr import IterKind, Select
+from ..ir.loop import Scope
+from ..ir.traverse import walk
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep, ComputeInlineStep
 from ..schedule.rfactor import RfactorStep
 from ..schedule.state import ComputeLocation
@@ -19,7 +21,11 @@ from .sparse_sketch import SPARSE_RULES
 from .tiling import follow_tiling, multi_level_tile
 
 __all__ = ["CPU_RULES", "AlwaysInline", "AddRfactor", "AddCacheWrite", "MultiLevelTiling",
-           "MultiLevelTilingWithFusion"]
+           "MultiLevelTilingWithFusion", "SplitForVector", "MAX_VECTOR"]
+
+#: the longest loop annotation vectorizes whole (tecomp.search.annotate.MAX_VECTOR: the sketch
+#: rules may not import the annotator, which imports them)
+MAX_VECTOR = 64
 
 # ----------------------------------------------------------------------------- rules
 
@@ -145,14 +151,14 @@ class AddCacheWrite(SketchRule):
         s = p.state.stages[sid]
         if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT:
             return RuleResult.SKIP
-        if s.scope != "global" or not an.needs_multi_level_tiling(p.state, sid):
+        if s.scope is not Scope.GLOBAL or not an.needs_multi_level_tiling(p.state, sid):
             return RuleResult.SKIP
         if an.has_data_dependent_loops(p.state, sid):
             return RuleResult.SKIP
         return RuleResult.SKIP if an.fusible_consumer(p.state, sid) is not None else RuleResult.APPLY
 
     def apply(self, p, sid, task):
-        p.apply(CacheWriteStep(sid, "local"))
+        p.apply(CacheWriteStep(sid, Scope.LOCAL))
         p.tag("cache")
         return [(p, sid)]  # the new cache stage sits at sid; its consumer is the old stage
 
@@ -167,7 +173,7 @@ class MultiLevelTilingWithFusion(SketchRule):
         cid = an.fusible_consumer(p.state, sid)
         if cid is None or p.state.stages[cid].relations:
             return RuleResult.SKIP
-        cached = s.scope == "local"
+        cached = s.scope is Scope.LOCAL
         return RuleResult.APPLY_AND_SKIP_REST if cached else RuleResult.APPLY
 
     def apply(self, p, sid, task):
@@ -204,7 +210,43 @@ class MultiLevelTiling(SketchRule):
         return [(p, sid - 1)]
 
 
+class SplitForVector(SketchRule):
+    """An untiled stage without reduction (softmax's exp and output, a norm's scaling, a large
+    padding) whose innermost loop is longer than a vector: split it, the inner length a hole,
+    so that annotation can vectorize the inner part (it vectorizes whole trailing loops of at
+    most MAX_VECTOR points only, so a 1024-long row ran scalar). An output takes the split only;
+    an intermediate stage keeps the unsplit alternative, which may be inlined or computed at a
+    consumer (a split stage stays at root). Not a stage whose producer fuses into it by tiling."""
+    name = "vector_split"
+
+    def meet(self, p, sid, task):
+        s = p.state.stages[sid]
+        if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
+                or s.op.reduce_axes or s.op.is_ragged or not s.iters:
+            return RuleResult.SKIP
+        last = s.iters[-1]
+        if last.kind is not IterKind.SPATIAL or (last.const_extent or 0) <= MAX_VECTOR:
+            return RuleResult.SKIP
+        if an.has_data_dependent_loops(p.state, sid) or an.needs_multi_level_tiling(p.state, sid):
+            return RuleResult.SKIP
+        if any(an.fusible_consumer(p.state, k) == sid and an.needs_multi_level_tiling(p.state, k)
+               for k in range(sid)):
+            return RuleResult.SKIP
+        if an.is_output(p.state, sid):
+            return RuleResult.APPLY_AND_SKIP_REST
+        # a padding (a branch) is better inlined or computed at its reader than split at root
+        return RuleResult.SKIP if any(isinstance(x, Select) for x in walk(s.op.body)) \
+            else RuleResult.APPLY
+
+    def apply(self, p, sid, task):
+        s = p.state.stages[sid]
+        pos, ext = len(s.iters) - 1, s.iters[-1].const_extent
+        p.apply(SplitStep(sid, pos, (1,), True), lambda i: TileHole(i, ext, 2))
+        p.tag("vsplit")
+        return [(p, sid - 1)]
+
+
 #: The CPU rule list, tried in order for every stage (the sparse rules claim only stages with
 #: data-dependent loops, which the dense tiling would order badly).
 CPU_RULES = [AlwaysInline(), *SPARSE_RULES, AddRfactor(), AddCacheWrite(),
-             MultiLevelTilingWithFusion(), MultiLevelTiling(), SkipStage()]
+             MultiLevelTilingWithFusion(), MultiLevelTiling(), SplitForVector(), SkipStage()]

@@ -23,6 +23,7 @@ record serves the same DAG with any nnz through its family key
 from __future__ import annotations
 
 from ..ir.expr import BinOp, BinOpKind, Const, IterKind, Var
+from ..ir.loop import Scope
 from ..ir.traverse import walk
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep
 from ..schedule.rfactor import RfactorStep
@@ -73,7 +74,7 @@ class SparseRowTiling(SketchRule):
     def meet(self, p, sid, task):
         s = p.state.stages[sid]
         if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
-                or s.scope != "global" or s.op.is_ragged or not _is_sparse_reduction(s):
+                or s.scope is not Scope.GLOBAL or s.op.is_ragged or not _is_sparse_reduction(s):
             return RuleResult.SKIP
         spatial = [a for a in s.op.axes]
         if len(spatial) != 2 or row_axis(s.op) is None or row_axis(s.op) is not spatial[0] \
@@ -88,7 +89,7 @@ class SparseRowTiling(SketchRule):
         if bs_r > 1 and op.axes[0].const_extent % bs_r:
             raise ScheduleError(f"sparse rows: {op.axes[0].const_extent} rows are not whole blocks "
                                 f"of {bs_r}")
-        p.apply(CacheWriteStep(sid, "local"))
+        p.apply(CacheWriteStep(sid, Scope.LOCAL))
         local, out = sid, sid + 1
         st = p.state
         row_name, col_name = (it.name for it in st.stages[out].iters[:2])

@@ -18,6 +18,7 @@ from typing import Callable
 from ..target import Target, TargetKind
 from . import measure_cuda
 from .annotate import Candidate, materialize_cpu
+from .decisions import Decisions
 from .gpu_annotate import materialize_gpu
 from .gpu_sketch import GPU_RULES
 from .sketch import CPU_RULES
@@ -61,7 +62,7 @@ class TargetSearch:
     rules : tuple of SketchRule
         Tried in order at every stage (:func:`~.sketch_rule.enumerate_sketches`).
     materialize : callable
-        ``(task, sketch_id, sketch, decisions, rng) -> Candidate or None``: the annotator.
+        ``(task, sketch_id, sketch, Decisions, rng) -> Candidate or None``: the annotator.
     hardware : callable
         ``(target) -> HardwareParams``: the limits the annotator and the cost model use.
     device : DeviceMeasurement or None
@@ -98,8 +99,10 @@ def generate_sketches(task, rules=None, max_sketches: int = 64) -> list:
     return enumerate_sketches(task, rules, max_sketches)
 
 
-def materialize(task, sketch_id: int, sketch: Sketch, decisions: dict, rng) -> Candidate | None:
-    """The candidate of ``sketch`` under ``decisions`` through the task's target's annotator
-    (missing decisions are sampled with ``rng`` and written back); None when the result is not a
-    legal schedule."""
-    return target_search(task.target).materialize(task, sketch_id, sketch, decisions, rng)
+def materialize(task, sketch_id: int, sketch: Sketch, decisions, rng) -> Candidate | None:
+    """The candidate of ``sketch`` under ``decisions`` (:class:`~.decisions.Decisions`, or their
+    JSON form as a record stores them) through the task's target's annotator (missing decisions
+    are sampled with ``rng``; the candidate's are complete); None when the result is not a legal
+    schedule."""
+    return target_search(task.target).materialize(task, sketch_id, sketch,
+                                                  Decisions.coerce(decisions), rng)

@@ -132,7 +132,8 @@ class TaskTuner:
         t2 = time.perf_counter()
         res.measure_seconds += t2 - t1
         records = [Record(self.task.workload_key, self.target, c.state.steps_records(),
-                          self.search.decisions_of(c), r, self.task.data_hash, self.flops,
+                          self.search.decisions_of(c).to_json(), r, self.task.data_hash,
+                          self.flops,
                           family=family_key(self.task.dag))
                    for c, r in zip(batch, results)]
         if self.log is not None:

@@ -45,7 +45,7 @@ def test_measured_programs_of_same_named_sketches_come_back_to_their_sketch():
         while c is None:
             c = materialize(task, i, search.sketches[i], {}, rng)
         search.tell([c], [MeasureResult(costs=(1e-3 * (i + 1),))])
-        assert search.sketch_index(search.decisions_of(c)["sketch"]) == i
+        assert search.sketch_index(search.decisions_of(c).sketch) == i
     picked = search.ask(8)  # mutates the elites of every sketch: raised KeyError before
     assert picked and search.failures == 0
     for c in picked:

@@ -12,6 +12,7 @@ import pytest
 
 import tecomp as tc
 from tecomp.schedule import Schedule
+from tecomp.search.decisions import MutationKind
 from tecomp.search.sketch_rule import TileHole
 from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.search.task import SearchTask
@@ -126,9 +127,9 @@ def test_pad_location_is_a_decision_with_inline_and_compute_at():
     for i, sk in enumerate(sketches):
         base = materialize(task, i, sk, {}, rng)
         for loc in range(8):
-            d = {**base.decisions, "loc": {"pad": loc}}
+            d = base.decisions.with_table(MutationKind.LOC, {"pad": loc})
             cand = materialize(task, i, sk, d, rng)
-            if cand is None or cand.decisions["loc"]["pad"] != loc:
+            if cand is None or cand.decisions.loc["pad"] != loc:
                 break  # past the last candidate location
             pad = next(st for st in cand.state.stages if st.name == "pad")
             seen.add(pad.location.name)

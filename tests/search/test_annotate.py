@@ -65,7 +65,7 @@ def test_every_mutation_is_a_valid_program(wl):
             _loops_cover_extents(m, task)
             for idx, h in sks[m.sketch].holes.items():
                 if isinstance(h, TileHole):
-                    assert math.prod(m.decisions["tile"][str(idx)]) <= h.extent
+                    assert math.prod(m.decisions.tile[idx]) <= h.extent
             k = tc.build(wl.dag, schedule=tc.Schedule(wl.dag, m.steps))
             np.testing.assert_allclose(k(*x), ref, rtol=1e-3, atol=1e-3)
             checked += 1

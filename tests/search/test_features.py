@@ -1,5 +1,4 @@
 """Program features: fixed length, finite, sensitive to the schedule, aware of sparse row lengths."""
-import copy
 
 import numpy as np
 import pytest
@@ -62,7 +61,7 @@ def test_every_sketch_gives_fixed_length_finite_features(name):
 
 def _with(cand, task, **changes):
     sk = generate_sketches(task)[cand.sketch]
-    dec = copy.deepcopy(cand.decisions)
+    dec = cand.decisions.to_json()  # fresh tables to edit, as a record stores them
     for kind, table in changes.items():
         dec[kind].update(table)
     c = materialize(task, cand.sketch, sk, dec, np.random.default_rng(0))

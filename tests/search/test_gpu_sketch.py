@@ -6,9 +6,11 @@ import pytest
 import tecomp as tc
 from tecomp.lowering.gpu_passes import check_gpu_program
 from tecomp.lowering.lower import lower_state
+from tecomp.search.decisions import MutationKind
 from tecomp.search.feature_layout import O_GPU2
 from tecomp.search.features import FEATURE_LEN, extract_one
 from tecomp.search.gpu_annotate import gpu_usage
+from tecomp.search.gpu_sketch import HoleRole
 from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.search.task import HardwareParams, SearchTask
 from tecomp.testing.small_workloads import SMALL_PARAMS, small_workload
@@ -110,7 +112,8 @@ def test_invalid_decisions_are_resampled_within_limits():
     _, task = _task("matmul")
     i, sk = 0, generate_sketches(task)[0]
     c = _candidate(task, i, sk, 0)
-    bad = {**c.decisions, "tile": {k: [16] * len(v) for k, v in c.decisions["tile"].items()}}
+    bad = c.decisions.with_table(MutationKind.TILE,
+                                 {k: (16,) * len(v) for k, v in c.decisions.tile.items()})
     again = materialize(task, i, sk, bad, np.random.default_rng(1))
     assert again is not None and gpu_usage(again.state).threads <= 1024
 
@@ -126,14 +129,14 @@ def test_gpu_features_fixed_length_finite_and_see_the_thread_tiling():
     assert gpu[:, 0].max() > 0 and gpu[:, 3].max() > 0  # threads, shared bytes
     # the same program with another thread tiling (1 vs 16 threads) has other features
     spatial = [k for k, h in sks[i].holes.items() if getattr(h, "roles", ())[:2] ==
-               ("vthread", "thread")]
+               (HoleRole.VTHREAD, HoleRole.THREAD)]
     rows = []
     for t in (1, 4):
-        tiles = {str(k): [1, t, 1, sks[i].holes[k].extent // (4 if t == 4 else 1)]
-                 for k in spatial}
-        d = materialize(task, i, sks[i], {**c.decisions, "tile": {**c.decisions["tile"], **tiles}},
+        tiles = {k: (1, t, 1, sks[i].holes[k].extent // (4 if t == 4 else 1)) for k in spatial}
+        d = materialize(task, i, sks[i],
+                        c.decisions.with_table(MutationKind.TILE, {**c.decisions.tile, **tiles}),
                         np.random.default_rng(0))
-        assert d is not None and d.decisions["tile"][str(spatial[0])][1] == t
+        assert d is not None and d.decisions.tile[spatial[0]][1] == t
         g = extract_one(task, d)
         assert g.shape[1] == FEATURE_LEN and np.isfinite(g).all()
         rows.append(g)

@@ -1,6 +1,7 @@
 """Sketch generation: counts and structure for the standard workloads."""
 import pytest
 
+from tecomp.ir.loop import Scope
 from tecomp.schedule import Schedule
 from tecomp.schedule.state import ComputeLocation
 from tecomp.search.sketch_rule import FollowHole, TileHole
@@ -30,7 +31,7 @@ def test_fused_sketch_computes_the_local_tile_at_the_consumer(level):
     sk = _sketches(wl)[level]
     s = Schedule(wl.dag, sk.steps)
     local = s.state.stages[2]
-    assert local.name == "matmul.local" and local.scope == "local"
+    assert local.name == "matmul.local" and local.scope is Scope.LOCAL
     assert local.location is ComputeLocation.AT
     out = s.state.stages[3]
     assert local.attach == (3, 2 * level - 1)  # the last loop of the followed level
@@ -56,8 +57,11 @@ def test_conv_bias_relu_inlines_elementwise_and_tiles_the_conv():
 
 def test_softmax_sketches_with_rfactor():
     sks = _sketches(W.softmax(64, 1024))
-    assert len(sks) == 4
-    assert sum("rfactor" in s.name for s in sks) == 3
+    # {no rfactor, rowmax, rowsum, both} x {exp split for vectors, exp unsplit}; the output's
+    # rows (1024 > 64 points) are always split for vectors
+    assert len(sks) == 8
+    assert sum("rfactor" in s.name for s in sks) == 6
+    assert all(s.name.startswith("vsplit") for s in sks)
 
 
 def test_small_spatial_large_reduction_adds_rfactor_sketches():
@@ -93,7 +97,7 @@ def test_nchw_conv_may_carry_its_vector_along_the_output_channels(stride, method
     for i in inner:
         c = materialize(task, i, sks[i], {}, rng)
         assert c is not None
-        local = next(s for s in c.state.stages if s.scope == "local")
+        local = next(s for s in c.state.stages if s.scope is Scope.LOCAL)
         spatial = [it.name for it in local.iters if it.kind.name == "SPATIAL"]
         assert spatial[-1] == "o.3", spatial  # the output channels carry the vector
         k = tc.build(wl.dag, schedule=tc.Schedule(wl.dag, c.steps))
@@ -103,7 +107,7 @@ def test_nchw_conv_may_carry_its_vector_along_the_output_channels(stride, method
     from tecomp.lowering.lower import loop_order_strides
     for _ in range(200):
         c = materialize(task, inner[0], sks[inner[0]], {}, rng)
-        local = next(s for s in c.state.stages if s.scope == "local")
+        local = next(s for s in c.state.stages if s.scope is Scope.LOCAL)
         ext = {it.name: it.const_extent for it in local.iters}
         if ext["o.3"] > 1 and ext["x.3"] > 1:
             shape = tuple(r[1] for r in local.region)

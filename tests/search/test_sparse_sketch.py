@@ -9,6 +9,7 @@ import tecomp as tc
 from tecomp.codegen import parallel as P
 from tecomp.schedule.records import load_records
 from tecomp.search.cost_model import RandomModel
+from tecomp.search.decisions import MutationKind
 from tecomp.search.sketch import CPU_RULES
 from tecomp.search.sparse_sketch import SparseRaggedRows, SparseRowTiling, row_block
 from tecomp.search.target_search import generate_sketches, materialize
@@ -127,7 +128,7 @@ def test_balanced_mode_equals_static_mode(case):
             assert "parallel_schedule" not in str(tc.lower(base.state))
             ref = _check(tc.build(wl.dag, "llvm", schedule=base.state, cache=False), wl, ins)
             for chunk in (1, 4, 64):
-                dec = dict(base.decisions, chunk={n: chunk for n in names})
+                dec = base.decisions.with_table(MutationKind.CHUNK, {n: chunk for n in names})
                 cand = materialize(task, sid, sk, dec, np.random.default_rng(3))
                 assert f"parallel_chunk={chunk}" in str(tc.lower(cand.state))
                 got = tc.build(wl.dag, "llvm", schedule=cand.state, cache=False)(*ins)

@@ -99,10 +99,10 @@ def _measured(task, n, seed):
         c = materialize(task, i, sks[i], {}, rng)
         if c is None:
             continue
-        tiles = c.decisions["tile"]
-        j_inner = tiles[sorted(tiles, key=int)[1]][-1]  # holes: i, j, k of the compute stage
-        (stage,) = c.decisions["unroll"]  # the stage with the reduction
-        vec = c.decisions["vec"].get(stage, 0) > 0 and j_inner > 1
+        tiles = c.decisions.tile
+        j_inner = tiles[sorted(tiles)[1]][-1]  # holes: i, j, k of the compute stage
+        (stage,) = c.decisions.unroll  # the stage with the reduction
+        vec = c.decisions.vec.get(stage, 0) > 0 and j_inner > 1
         cost = 1.0 + abs(math.log2(j_inner) - 3) + (0 if vec else 2)
         err = ErrorKind.RUN_ERROR if len(out) % 17 == 5 else ErrorKind.NONE
         res = MeasureResult(costs=() if err is not ErrorKind.NONE else (cost * 1e-3,), error=err)
@@ -172,7 +172,8 @@ def test_model_eval_on_a_log(tmp_path, capsys):
     task = SearchTask(wl.dag)
     data = _measured(task, 120, seed=5)
     log = tmp_path / "log.jsonl"
-    append_records(log, [Record(task.workload_key, "llvm", c.state.steps_records(), c.decisions,
+    append_records(log, [Record(task.workload_key, "llvm", c.state.steps_records(),
+                                c.decisions.to_json(),
                                 r) for c, r in data])
     assert main([str(log), "--workload", "matmul", "--shape", "64", "64", "64", "--json"]) == 0
     import json
@@ -187,7 +188,7 @@ def test_model_eval_on_a_log(tmp_path, capsys):
     task2 = SearchTask(wl2.dag)
     log2 = tmp_path / "log2.jsonl"
     append_records(log2, [Record(task2.workload_key, "llvm", c.state.steps_records(),
-                                 c.decisions, r) for c, r in _measured(task2, 40, seed=6)])
+                                 c.decisions.to_json(), r) for c, r in _measured(task2, 40, seed=6)])
     assert main([str(log), "--workload", "matmul", "--shape", "64", "64", "64", "--json",
                  "--seeds", "2", "--other-log", f"matmul 32 64 64={log2}"]) == 0
     res2 = json.loads(capsys.readouterr().out)
@@ -201,7 +202,7 @@ def test_model_eval_on_a_log(tmp_path, capsys):
 def test_a_model_pretrained_on_another_workload_ranks_a_new_one():
     from tecomp.schedule.records import Record
     seen, new = SearchTask(W.matmul(64, 64, 64).dag), SearchTask(W.matmul(64, 32, 64).dag)
-    recs = [Record(seen.workload_key, "llvm", c.state.steps_records(), c.decisions, r)
+    recs = [Record(seen.workload_key, "llvm", c.state.steps_records(), c.decisions.to_json(), r)
             for c, r in _measured(seen, 200, seed=7)]
     m = XGBModel(new, seed=0)
     assert m.add_records(new, recs) == 0  # records of another workload are skipped
