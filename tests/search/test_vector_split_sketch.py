@@ -1,0 +1,75 @@
+"""Sketch rules and annotation for multi-stage reductions (softmax): long untiled rows get a vector
+split, and no candidate recomputes a row reduction per column (compute location or parallel
+fusion); every candidate matches numpy."""
+import numpy as np
+
+import tecomp as tc
+from tecomp.schedule import Schedule
+from tecomp.schedule.state import ComputeLocation
+from tecomp.search import analysis as an
+from tecomp.search import annotate, sketch
+from tecomp.search.target_search import generate_sketches, materialize
+from tecomp.search.task import HardwareParams, SearchTask
+from tecomp.testing.operator_suite import softmax
+
+HW = HardwareParams(num_cores=2)
+
+
+def test_the_sketch_rules_limit_is_the_annotators():
+    assert sketch.MAX_VECTOR == annotate.MAX_VECTOR
+
+
+def test_long_rows_of_softmax_get_a_vector_split():
+    case = softmax(8, 300)  # rows of 300 > the 64 points annotation vectorizes whole
+    sks = generate_sketches(SearchTask(case.dag, hardware=HW))
+    assert sks and all(s.name.startswith("vsplit") for s in sks)  # the output: always split
+    # the intermediate exp stage: split and unsplit (inline / computed at) alternatives
+    assert any(s.name.count("vsplit") == 2 for s in sks)
+    assert any(s.name.count("vsplit") == 1 for s in sks)
+    small = softmax(8, 48)
+    assert not any("vsplit" in s.name for s in generate_sketches(SearchTask(small.dag,
+                                                                            hardware=HW)))
+
+
+def _reduction_recomputed(state) -> bool:
+    """Whether a reduction stage computed at a loop of its reader runs more often than it has
+    outputs (the reader's loops down to the attach point count more iterations), as it would at
+    a column loop, or at a row loop fused with a column loop for the parallel loop."""
+    for sid, st in enumerate(state.stages):
+        if st.is_placeholder or not st.op.reduce_axes or st.location is not ComputeLocation.AT:
+            continue
+        cid, k = st.attach
+        runs = int(np.prod([it.const_extent for it in state.stages[cid].iters[:k + 1]]))
+        if runs > an.spatial_size(state, sid):
+            return True
+    return False
+
+
+def test_recomputed_at_sees_a_row_reduction_inside_the_column_loop():
+    case = softmax(4, 100)
+    s = Schedule(case.dag)
+    st = s.state
+    names = [x.name for x in st.stages]
+    rowsum, out = names.index("rowsum"), names.index("softmax")
+    assert not an.recomputed_at(st, rowsum, out, 0)   # at the row loop: once per row
+    assert an.recomputed_at(st, rowsum, out, 1)       # at the column loop: once per element
+
+
+def test_softmax_candidates_never_recompute_a_row_reduction_and_match_numpy():
+    case = softmax(6, 200)
+    task = SearchTask(case.dag, hardware=HW)
+    sks = generate_sketches(task)
+    rng = np.random.default_rng(11)
+    x = case.make_inputs(rng)
+    ref = case.reference(x)[0]
+    built = 0
+    for _ in range(6):
+        for n, sk in enumerate(sks):
+            c = materialize(task, n, sk, {}, rng)
+            if c is None:
+                continue
+            assert not _reduction_recomputed(c.state)
+            out = tc.build(case.dag, schedule=Schedule(case.dag, c.steps))(*x)
+            np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-7)
+            built += 1
+    assert built >= 3 * len(sks)
