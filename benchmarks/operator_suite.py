@@ -6,6 +6,7 @@ threads) with the protocol of ``tecomp.bench``, fp32, from one run.
 
 Prints per operator: tuning trials and wall time, tecomp's best ms, torch's best ms and the ratio
 (torch / tecomp: above 1, tecomp is faster); then the geometric mean and the slowest operator.
+The same suite with TVM MetaSchedule as a third system (same trials): ``tvm_suite.py``.
 """
 import argparse
 import os
