@@ -73,3 +73,19 @@ def test_softmax_candidates_never_recompute_a_row_reduction_and_match_numpy():
             np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-7)
             built += 1
     assert built >= 3 * len(sks)
+
+
+def test_an_elementwise_output_of_a_placeholder_gets_the_split():
+    """A long row read straight from an input (a placeholder of the same shape precedes it: the
+    rule must not ask a placeholder for its body); every candidate matches numpy."""
+    x = tc.placeholder((4, 1280), name="x")
+    y = tc.compute((4, 1280), lambda i, j: tc.maximum(x[i, j], 0.0), name="relu")
+    task = SearchTask(tc.ComputeDAG([x, y]), hardware=HW)
+    sks = generate_sketches(task)
+    assert sks and all(s.name.startswith("vsplit") for s in sks)
+    a = np.random.default_rng(0).standard_normal((4, 1280)).astype(np.float32)
+    rng = np.random.default_rng(1)
+    for sid, sk in enumerate(sks):
+        cand = materialize(task, sid, sk, {}, rng)
+        k = tc.build(task.dag, "llvm", schedule=Schedule(task.dag, cand.steps))
+        np.testing.assert_allclose(k(a), np.maximum(a, 0))
