@@ -1,8 +1,7 @@
 """tecomp.schedule: schedules as replayable step lists, bound inference and tuning records.
 
-Lowering to the loop IR is the next layer, :mod:`tecomp.lowering`; ``lower``, ``lower_state`` and
-``lower_default`` are still importable from here (looked up there on first use: the lowering
-layer imports this one).
+Lowering to the loop IR is the next layer, :mod:`tecomp.lowering` (``tc.lower``); it imports this
+one, never the other way round (``Schedule.lower`` imports it when called).
 """
 from . import compute_steps as _compute_steps  # registers the compute-location and cache steps
 from . import rfactor as _rfactor  # registers rfactor
@@ -13,16 +12,6 @@ from .state import Annotation, ComputeLocation, ScheduleError, State
 from .steps import STEP_KINDS, Step, step_from_record
 
 del _compute_steps, _rfactor
-
-
-_LOWERING_NAMES = ("lower", "lower_default", "lower_state")
-
-
-def __getattr__(name):
-    if name in _LOWERING_NAMES:
-        from .. import lowering
-        return getattr(lowering, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Schedule", "StageHandle", "IterHandle",
