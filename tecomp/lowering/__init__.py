@@ -2,6 +2,8 @@
 
 - :mod:`~tecomp.lowering.lower`: a schedule ``State`` (bound inference done by the schedule layer)
   becomes one loop-IR :class:`~tecomp.ir.loop.PrimFunc`;
+- :mod:`~tecomp.lowering.stride_phase`: a reduction loop over a zero-inserting (dilated) input
+  iterates only the stride phase that reads real data (transposed convolutions);
 - :mod:`~tecomp.lowering.gpu_passes`: launches, shared memory, barriers and the validity check of
   GPU programs;
 - :mod:`~tecomp.lowering.constants`: stages that depend only on constant weights split off to run

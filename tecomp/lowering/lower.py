@@ -16,6 +16,7 @@ from ..ir.traverse import free_vars, substitute, transform
 from ..schedule.bounds import loop_ranges
 from ..schedule.compute_steps import aligned_strides
 from ..schedule.state import Annotation, ComputeLocation, State
+from .stride_phase import stride_phase
 
 __all__ = ["lower_state", "lower_default"]
 
@@ -66,7 +67,7 @@ class _Lowering:
             if not s.is_placeholder and s.location is ComputeLocation.ROOT \
                     and id(s.tensor) not in self.args:
                 body = Allocate(self.buffers[id(s.tensor)], body)
-        body = _auto_unroll(body)
+        body = _auto_unroll(stride_phase(body))  # (unrolling sees the phase-split extents)
         params = [self.buffers[id(t)] for t in dag.tensors]
         return PrimFunc(name or f"tecomp_{dag.workload_key[:12]}", params, body,
                         n_outputs=len(dag.outputs))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..ir.expr import IterKind, Select
 from ..ir.loop import Scope
 from ..ir.traverse import walk
+from ..lowering.stride_phase import is_zero_insertion
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep, ComputeInlineStep
 from ..schedule.rfactor import RfactorStep
 from ..schedule.state import ComputeLocation
@@ -20,8 +21,8 @@ from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
 from .sparse_sketch import SPARSE_RULES
 from .tiling import follow_tiling, multi_level_tile
 
-__all__ = ["CPU_RULES", "AlwaysInline", "AddRfactor", "AddCacheWrite", "MultiLevelTiling",
-           "MultiLevelTilingWithFusion", "SplitForVector", "MAX_VECTOR"]
+__all__ = ["CPU_RULES", "AlwaysInline", "InlineZeroInsertion", "AddRfactor", "AddCacheWrite",
+           "MultiLevelTiling", "MultiLevelTilingWithFusion", "SplitForVector", "MAX_VECTOR"]
 
 #: the longest loop annotation vectorizes whole (tecomp.search.annotate.MAX_VECTOR: the sketch
 #: rules may not import the annotator, which imports them)
@@ -41,6 +42,27 @@ class AlwaysInline(SketchRule):
 
     def apply(self, p, sid, task):
         p.apply(ComputeInlineStep(sid))
+        return [(p, sid - 1)]
+
+
+class InlineZeroInsertion(SketchRule):
+    """A stage that inserts zeros by a stride (``Select(e % s == 0 & ..., x, 0)``: the dilated
+    input of a transposed convolution) is inlined into its readers: only there can lowering's
+    stride-phase pass (:mod:`tecomp.lowering.stride_phase`) skip the reduction taps that read
+    the zeros; at root or computed at a reader, they would be multiplied like real data."""
+    name = "inline_zeros"
+
+    def meet(self, p, sid, task):
+        s = p.state.stages[sid]
+        if s.is_placeholder or s.location is not ComputeLocation.ROOT or s.op.is_ragged \
+                or an.is_output(p.state, sid) or s.op.reduce_axes:
+            return RuleResult.SKIP
+        return RuleResult.APPLY_AND_SKIP_REST if is_zero_insertion(s.op.body) \
+            else RuleResult.SKIP
+
+    def apply(self, p, sid, task):
+        p.apply(ComputeInlineStep(sid))
+        p.tag("inline_zeros")
         return [(p, sid - 1)]
 
 
@@ -248,5 +270,6 @@ class SplitForVector(SketchRule):
 
 #: The CPU rule list, tried in order for every stage (the sparse rules claim only stages with
 #: data-dependent loops, which the dense tiling would order badly).
-CPU_RULES = [AlwaysInline(), *SPARSE_RULES, AddRfactor(), AddCacheWrite(),
-             MultiLevelTilingWithFusion(), MultiLevelTiling(), SplitForVector(), SkipStage()]
+CPU_RULES = [AlwaysInline(), InlineZeroInsertion(), *SPARSE_RULES, AddRfactor(),
+             AddCacheWrite(), MultiLevelTilingWithFusion(), MultiLevelTiling(), SplitForVector(),
+             SkipStage()]

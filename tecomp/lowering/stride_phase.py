@@ -1,0 +1,349 @@
+"""Stride-phase splitting: a loop whose every iteration but one in ``s`` adds zero iterates only
+the ones that do not.
+
+A transposed (or fractionally strided) convolution written as TVM writes it reads its input
+through a zero-inserting stage, ``Select((y + ry - p) % s == 0 & ..., x[(y + ry - p) // s], 0)``;
+inlined into the convolution, ``s - 1`` of every ``s`` reduction taps multiply a zero. When
+
+- every store inside a loop ``L`` (over ``v``, from 0, of constant extent ``E``) accumulates,
+  ``B[i] = B[i] + t`` with ``t`` zero unless a conjunct ``e % s == 0`` of a select holds (``t`` is
+  a product, cast or negation with a factor ``Select(c, _, 0)`` whose condition has that conjunct),
+- every such ``e``, modulo ``s``, is the same linear form ``a*v + rest`` with ``gcd(a, s) == 1`` and
+  ``rest`` a function of the loops outside ``L`` only (no loads, no loop inside ``L``),
+
+the iterations with ``a*v + rest`` not divisible by ``s`` only add zeros. ``L`` becomes
+``for v' in [0, ceil(E / s)): v = r0 + s*v'`` with ``r0 = (-rest * a^-1) mod s`` (a guard
+``v < E`` when ``s`` does not divide ``E``), and the conjunct, now always true inside, is
+dropped. Skipping ``acc + w * 0`` treats the product as an exact zero (as the numpy reference of
+the operator does, which never multiplies the inserted zeros), so a non-finite weight at a
+skipped tap no longer turns the sum into NaN.
+
+The loop rewritten for a conjunct is the innermost loop whose variable it mentions; it must be a
+serial or unrolled loop (a vectorized or thread-bound loop is left alone), so which loops the
+rewrite can reach depends on the schedule: the search scores the lowered program, and finds the
+tilings (e.g. the output rows' innermost tile of length 1) where the phase is fixed outside a
+reduction loop.
+"""
+from __future__ import annotations
+
+import math
+
+from ..ir import dtype as dt
+from ..ir.arith import Linear, from_linear, to_linear
+from ..ir.expr import (
+    BinOp,
+    BinOpKind,
+    Cast,
+    Const,
+    Expr,
+    Load,
+    Select,
+    UnOp,
+    UnOpKind,
+    Var,
+    binary,
+    select,
+)
+from ..ir.loop import Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, stmts
+from ..ir.traverse import free_vars, structural_key, substitute, transform, walk
+
+__all__ = ["stride_phase", "stride_phase_func", "phase_conjuncts", "is_zero_insertion", "PhaseForm"]
+
+#: the most loops one function has rewritten (each rewrite removes a conjunct; a bound against
+#: pathological programs)
+MAX_REWRITES = 16
+
+
+class PhaseForm:
+    """``e mod s`` of a conjunct ``e % s == 0``, as a linear form: ``{key: (atom, coef mod s)}``
+    plus a constant mod ``s``; two conjuncts with equal forms hold for the same values."""
+
+    __slots__ = ("modulus", "terms", "const")
+
+    def __init__(self, modulus: int, lin: Linear, ranges: dict):
+        self.modulus = s = modulus
+        self.terms = {}
+        for k, (atom, c) in lin.terms.items():
+            if c % s == 0 or isinstance(atom, Var) and ranges.get(atom) == (0, 0):
+                continue  # a multiple of s, or a loop of one iteration: adds nothing mod s
+            self.terms[k] = (atom, c % s)
+        self.const = lin.const % s
+
+    @property
+    def key(self) -> tuple:
+        return (self.modulus, self.const, tuple(sorted((k, c) for k, (_, c) in self.terms.items())))
+
+    def vars(self) -> set:
+        return {v for atom, _ in self.terms.values() for v in free_vars(atom)}
+
+
+def _conjuncts(c: Expr) -> list:
+    if isinstance(c, BinOp) and c.op is BinOpKind.AND:
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
+
+
+def _divisibility(c: Expr):
+    """``(e, s)`` when ``c`` is ``e % s == 0`` (either side) with a constant ``s >= 2``."""
+    if not (isinstance(c, BinOp) and c.op is BinOpKind.EQ):
+        return None
+    for m, z in ((c.a, c.b), (c.b, c.a)):
+        if isinstance(z, Const) and z.value == 0 and isinstance(m, BinOp) \
+                and m.op is BinOpKind.MOD and isinstance(m.b, Const) and m.b.dtype.is_int \
+                and m.b.value >= 2 and m.a.dtype is dt.INDEX:
+            return m.a, int(m.b.value)
+    return None
+
+
+def phase_conjuncts(cond: Expr) -> list:
+    """The ``(e, s)`` of every conjunct ``e % s == 0`` (``s >= 2``) of a condition."""
+    return [d for d in map(_divisibility, _conjuncts(cond)) if d is not None]
+
+
+def is_zero_insertion(body: Expr) -> bool:
+    """Whether an elementwise body is ``Select(c, x, 0)`` with a divisibility conjunct in ``c``
+    (an input dilated by a stride: the zero-inserting stage of a transposed convolution)."""
+    return isinstance(body, Select) and _is_zero(body.f) and bool(phase_conjuncts(body.cond))
+
+
+def _is_zero(e: Expr) -> bool:
+    return isinstance(e, Const) and e.value == 0
+
+
+def _zero_conds(e: Expr) -> list:
+    """Conditions ``c`` such that ``e`` is zero whenever ``c`` is false."""
+    if isinstance(e, Select):
+        out = _zero_conds(e.t)
+        if _is_zero(e.f):
+            out = _conjuncts(e.cond) + out
+        return out
+    if isinstance(e, BinOp) and e.op is BinOpKind.MUL:
+        return _zero_conds(e.a) + _zero_conds(e.b)
+    if isinstance(e, Cast) or isinstance(e, UnOp) and e.op is UnOpKind.NEG:
+        return _zero_conds(e.a)
+    return []
+
+
+def _addend(s: Store):
+    """``t`` of an accumulation ``B[i] = B[i] + t``, else None."""
+    v = s.value
+    if not (isinstance(v, BinOp) and v.op is BinOpKind.ADD):
+        return None
+    key = tuple(structural_key(i, id) for i in s.indices)
+    for acc, t in ((v.a, v.b), (v.b, v.a)):
+        if isinstance(acc, Load) and acc.buffer is s.buffer \
+                and tuple(structural_key(i, id) for i in acc.indices) == key:
+            return t
+    return None
+
+
+def _forms(s: Store, ranges: dict) -> list:
+    """The phase forms of a store's addend's zero conditions (empty: not an accumulation)."""
+    t = _addend(s)
+    if t is None:
+        return []
+    out = []
+    for c in _zero_conds(t):
+        d = _divisibility(c)
+        if d is not None:
+            out.append(PhaseForm(d[1], to_linear(d[0], ranges), ranges))
+    return out
+
+
+def _range(loop: For):
+    if isinstance(loop.begin, Const) and isinstance(loop.extent, Const):
+        b = int(loop.begin.value)
+        return (b, b + int(loop.extent.value) - 1)
+    return None
+
+
+# ----------------------------------------------------------------------------- the analysis
+
+def _find(stmt: Stmt):
+    """The first ``(loop, form)`` that can be rewritten, or None."""
+    def go(s, loops, ranges):
+        if isinstance(s, For):
+            r = _range(s)
+            inner = {**ranges, s.var: r} if r is not None else ranges
+            return go(s.body, loops + [s], inner)
+        if isinstance(s, Store):
+            for form in _forms(s, ranges):
+                hit = _candidate(form, loops, ranges)
+                if hit is not None:
+                    return hit
+            return None
+        for c in s.children():
+            hit = go(c, loops, ranges)
+            if hit is not None:
+                return hit
+        return None
+    return go(stmt, [], {})
+
+
+def _candidate(form: PhaseForm, loops: list, ranges: dict):
+    """The loop ``form`` can be rewritten at (checked over its whole body), or None."""
+    used = form.vars()
+    pos = max((k for k, lp in enumerate(loops) if lp.var in used), default=None)
+    if pos is None:
+        return None
+    loop = loops[pos]
+    v, outside = loop.var, {lp.var for lp in loops[:pos]}
+    coef = None
+    for atom, c in form.terms.values():
+        if atom is v:
+            coef = c
+        elif any(x is v for x in walk(atom)) or any(isinstance(x, Load) for x in walk(atom)) \
+                or not all(u in outside for u in free_vars(atom)):
+            return None  # v non-linearly, a loaded value, or a loop inside L in the phase
+    if coef is None or math.gcd(coef, form.modulus) != 1:
+        return None
+    if loop.kind not in (ForKind.SERIAL, ForKind.UNROLLED) or not _zero_begin(loop) \
+            or not isinstance(loop.extent, Const):
+        return None
+    outer = {u: r for u, r in ranges.items() if u in outside}
+    if r := _range(loop):
+        outer[v] = r
+    return (loop, form) if _all_skippable(loop.body, form, outer) else None
+
+
+def _zero_begin(loop: For) -> bool:
+    return isinstance(loop.begin, Const) and loop.begin.value == 0
+
+
+def _all_skippable(body: Stmt, form: PhaseForm, ranges: dict) -> bool:
+    """Every store under ``body`` adds zero unless ``form`` is divisible; nothing else writes."""
+    key = form.key
+
+    def go(s, ranges):
+        if isinstance(s, For):
+            r = _range(s)
+            return go(s.body, {**ranges, s.var: r} if r is not None else ranges)
+        if isinstance(s, Store):
+            return any(f.key == key for f in _forms(s, ranges))
+        if isinstance(s, Barrier):
+            return False
+        if isinstance(s, (Seq, IfThenElse, Allocate)):
+            return all(go(c, ranges) for c in s.children())
+        return False
+    return go(body, ranges)
+
+
+# ----------------------------------------------------------------------------- the rewrite
+
+def _map_exprs(s: Stmt, fn, ranges: dict) -> Stmt:
+    """Rebuild ``s`` with ``fn(expr, ranges)`` applied to every expression it holds."""
+    if isinstance(s, For):
+        r = _range(s)
+        inner = {**ranges, s.var: r} if r is not None else ranges
+        return For(s.var, fn(s.begin, ranges), fn(s.extent, ranges), s.kind,
+                   _map_exprs(s.body, fn, inner), s.thread, s.pragmas)
+    if isinstance(s, Store):
+        return Store(s.buffer, tuple(fn(i, ranges) for i in s.indices), fn(s.value, ranges))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(fn(s.cond, ranges), _map_exprs(s.then, fn, ranges),
+                          None if s.else_ is None else _map_exprs(s.else_, fn, ranges))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _map_exprs(s.body, fn, ranges))
+    if isinstance(s, Seq):
+        return Seq([_map_exprs(c, fn, ranges) for c in s.stmts])
+    return s
+
+
+def _drop_conjunct(key: tuple):
+    """An expression map that drops every conjunct ``e % s == 0`` of phase ``key`` from select
+    conditions (inside the rewritten loop it always holds)."""
+    def fn(e, ranges):
+        def sel(x):
+            if not isinstance(x, Select):
+                return None
+            kept, dropped = [], False
+            for c in _conjuncts(x.cond):
+                d = _divisibility(c)
+                if d is not None and PhaseForm(d[1], to_linear(d[0], ranges), ranges).key == key:
+                    dropped = True
+                else:
+                    kept.append(c)
+            t, f = transform(x.t, sel), transform(x.f, sel)
+            if not dropped:
+                return select(transform(x.cond, sel), t, f)
+            if not kept:
+                return t
+            cond = kept[0]
+            for c in kept[1:]:
+                cond = binary(BinOpKind.AND, cond, c)
+            return select(cond, t, f)
+        return transform(e, sel)
+    return fn
+
+
+def _rewrite(stmt: Stmt, loop: For, form: PhaseForm, ranges_at: dict) -> Stmt:
+    s = form.modulus
+    v = loop.var
+    coef = next(c for atom, c in form.terms.values() if atom is v)
+    inv = pow(coef, -1, s)
+    rest = Linear({k: [atom, c] for k, (atom, c) in form.terms.items() if atom is not v},
+                  form.const)
+    r0 = binary(BinOpKind.MOD, binary(BinOpKind.MUL, from_linear(rest), (-inv) % s), s)
+    nv = Var(f"{v.name}.ph", v.dtype)
+    new_v = binary(BinOpKind.ADD, r0, binary(BinOpKind.MUL, nv, s))
+    extent = int(loop.extent.value)
+    body = _map_exprs(loop.body, _drop_conjunct(form.key), ranges_at)
+    body = _map_exprs(body, lambda e, _r: substitute(e, {v: new_v}), {})
+    if extent % s:
+        body = IfThenElse(binary(BinOpKind.LT, new_v, extent), body)
+    return For(nv, Const(0, dt.INDEX), Const(-(-extent // s), dt.INDEX), loop.kind, body,
+               loop.thread, loop.pragmas)
+
+
+def _replace(stmt: Stmt, loop: For, form: PhaseForm, ranges: dict) -> Stmt:
+    if stmt is loop:
+        r = _range(loop)
+        return _rewrite(stmt, loop, form, {**ranges, loop.var: r} if r else ranges)
+    if isinstance(stmt, For):
+        r = _range(stmt)
+        inner = {**ranges, stmt.var: r} if r is not None else ranges
+        body = _replace(stmt.body, loop, form, inner)
+        return stmt if body is stmt.body else For(stmt.var, stmt.begin, stmt.extent, stmt.kind,
+                                                  body, stmt.thread, stmt.pragmas)
+    if isinstance(stmt, Seq):
+        new = [_replace(c, loop, form, ranges) for c in stmt.stmts]
+        return stmt if all(a is b for a, b in zip(new, stmt.stmts)) else Seq(new)
+    if isinstance(stmt, IfThenElse):
+        t = _replace(stmt.then, loop, form, ranges)
+        e = None if stmt.else_ is None else _replace(stmt.else_, loop, form, ranges)
+        return stmt if t is stmt.then and e is stmt.else_ else IfThenElse(stmt.cond, t, e)
+    if isinstance(stmt, Allocate):
+        body = _replace(stmt.body, loop, form, ranges)
+        return stmt if body is stmt.body else Allocate(stmt.buffer, body)
+    return stmt
+
+
+def _has_phase(stmt: Stmt) -> bool:
+    """Cheap pre-check: some store's value has a select with a divisibility conjunct."""
+    for s in stmts(stmt):
+        if isinstance(s, Store):
+            for x in walk(s.value):
+                if isinstance(x, Select) and phase_conjuncts(x.cond):
+                    return True
+    return False
+
+
+def stride_phase(body: Stmt) -> Stmt:
+    """Rewrite every loop that only some stride phase of its iterations contributes to (see the
+    module's docstring); ``body`` unchanged when there is none."""
+    if not _has_phase(body):
+        return body
+    for _ in range(MAX_REWRITES):
+        hit = _find(body)
+        if hit is None:
+            break
+        body = _replace(body, hit[0], hit[1], {})
+    return body
+
+
+def stride_phase_func(func: PrimFunc) -> PrimFunc:
+    """:func:`stride_phase` on a function's body."""
+    body = stride_phase(func.body)
+    if body is func.body:
+        return func
+    return PrimFunc(func.name, func.params, body, func.n_outputs)
