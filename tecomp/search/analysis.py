@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..ir.expr import BinOp, BinOpKind, Const, Reduce, Select, TensorRead, UnOp, Var
 from ..ir.loop import Scope
 from ..ir.traverse import walk
+from ..lowering.stride_phase import is_zero_insertion
 from ..schedule.inline import effective_readers
 from ..schedule.state import State
 
@@ -142,11 +143,22 @@ def _scaled(e, var) -> bool:
     return False
 
 
+def _reads_zero_insertion_along(state: State, reads: list, axis) -> bool:
+    """Some read of a zero-inserting stage (a dilated input, :func:`is_zero_insertion`) is
+    indexed by ``axis``: the vector lanes along it would need taps of different stride phases,
+    so lowering's stride-phase pass cannot skip the zeros there (transposed convolutions)."""
+    zero = {id(st.tensor) for st in state.stages
+            if not st.is_placeholder and is_zero_insertion(st.op.body)}
+    return any(id(r.tensor) in zero and any(x is axis for i in r.indices for x in walk(i))
+               for r in reads)
+
+
 def inner_axis_alternatives(state: State, sid: int) -> list:
     """Names of spatial axes worth putting innermost in the register tile instead of the last one.
 
     When the last spatial axis vectorizes badly (fewer than :data:`VECTOR_POINTS` points, or an
-    input is read along it with a stride: a strided NCHW conv's input rows), an axis of at least
+    input is read along it with a stride: a strided NCHW conv's input rows; or through a
+    zero-inserting stage: a transposed conv's dilated input), an axis of at least
     that many points that indexes one dimension of an input on its own (a conv weight's output
     channel, which the ``pack`` decision can make contiguous) can carry the vector instead, the
     other inputs' values broadcast: the NCHW conv kernel of oneDNN. Only for a stage that
@@ -161,7 +173,8 @@ def inner_axis_alternatives(state: State, sid: int) -> list:
         return []
     last = axes[-1]
     reads = [x for x in walk(s.op.body) if isinstance(x, TensorRead)]
-    strided = any(_scaled(i, last) for r in reads for i in r.indices)
+    strided = any(_scaled(i, last) for r in reads for i in r.indices) \
+        or _reads_zero_insertion_along(state, reads, last)
     if (last.const_extent or 0) >= VECTOR_POINTS and not strided:
         return []
     out = []
