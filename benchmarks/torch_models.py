@@ -101,9 +101,22 @@ def bert_base(seq: int = 128):
     except ImportError:
         return None
     torch.manual_seed(0)
-    m = BertModel(BertConfig()).eval()
+    m = _BertEncoder(BertModel(BertConfig()).eval()).eval()
     ids = torch.randint(0, 30522, (1, seq))
     return m, (ids, torch.ones(1, seq, dtype=torch.int64))
+
+
+class _BertEncoder(nn.Module):
+    """BERT called with keyword inputs, returning its last hidden state: the TorchScript exporter
+    passes inputs by position, which transformers 5's ``forward`` no longer takes in this order."""
+
+    def __init__(self, bert):
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids, attention_mask):
+        return self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                         use_cache=False).last_hidden_state
 
 
 def models(only=None) -> dict:
