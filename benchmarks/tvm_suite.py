@@ -22,6 +22,7 @@ import tempfile
 import time
 
 import numpy as np
+from operator_suite import torch_configs  # this folder's script: the same torch peer
 
 import tecomp as tc
 from tecomp.bench.peers import tecomp_configs
@@ -32,7 +33,7 @@ from tecomp.ir import expr as E
 from tecomp.ir.opkind import BinOpKind, ReduceKind, UnOpKind
 from tecomp.testing.operator_suite import OPERATORS, operator_case
 
-DEFAULT_TARGET = {"kind": "llvm", "mcpu": "znver3", "num-cores": os.cpu_count() or 1}
+DEFAULT_TARGET = {"kind": "llvm", "mcpu": tc.Target.parse("llvm").cpu, "num-cores": os.cpu_count() or 1}
 
 
 # ----------------------------------------------------------------------------- tecomp DAG -> TE
@@ -149,21 +150,6 @@ def tvm_configs(fn, case, x) -> list:
         return (lambda: pool(0, n)) if pool is not None else None
     counts = thread_counts() if pool is not None else (os.cpu_count() or 1,)
     return [Config("tvm", "metaschedule", n, run, threads(n), output) for n in counts]
-
-
-def torch_configs(case, x) -> list:
-    import torch
-
-    from tecomp.bench.threads import torch_threads
-    if case.torch_fn is None:
-        return []
-    fn = case.torch_fn(torch, x)
-
-    def run():
-        with torch.inference_mode():
-            return fn()
-    return [Config("torch", "", n, run, torch_threads(n), lambda: run().contiguous().numpy())
-            for n in thread_counts()]
 
 
 def main():
