@@ -12,6 +12,7 @@ import warnings
 import zlib
 
 import pytest
+from cli_interrupt import interrupt, start_tuning, wait_for_records
 
 from tecomp.schedule.records import MeasureResult, Record, append_records, load_records
 
@@ -118,26 +119,11 @@ def _children(pid):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
 def test_ctrl_c_stops_cleanly_with_the_log_intact(tmp_path, sig):
     log = tmp_path / "int.jsonl"
-    p = subprocess.Popen([sys.executable, "-m", "tecomp.cli", "tune", *MM, "--trials", "400",
-                          "--log", str(log), *FAST], cwd=tmp_path, env=_env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         # a test run started in the background has SIGINT ignored, and the
-                         # CLI would inherit that
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and p.poll() is None:
-            if log.exists() and log.read_bytes().count(b"\n") >= 8:
-                break
-            time.sleep(0.1)
-        assert p.poll() is None, p.communicate()
-        workers = _children(p.pid)
-        p.send_signal(sig)
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    p = start_tuning(["tune", *MM, "--trials", "400", "--log", str(log), *FAST], log,
+                     cwd=tmp_path, env=_env())
+    wait_for_records(p, log, 8, timeout=120)
+    workers = _children(p.pid)
+    out, err = interrupt(p, sig)
     assert p.returncode == 130, (out, err)
     assert "Traceback" not in err
     lines = err.strip().splitlines()

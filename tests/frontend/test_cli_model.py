@@ -3,16 +3,15 @@ files and arguments in one line."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 import warnings
 
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
+from cli_interrupt import interrupt, start_tuning, wait_for_records  # noqa: E402
 from test_tasks import three_convs  # noqa: E402
 
 import tecomp as tc  # noqa: E402
@@ -63,25 +62,10 @@ def test_ctrl_c_stops_tune_model_cleanly_and_the_log_resumes(tmp_path):
     path, log = tmp_path / "three.onnx", tmp_path / "int.jsonl"
     onnx.save(three_convs(), str(path))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    p = subprocess.Popen([sys.executable, "-m", "tecomp.cli", "tune-model", str(path),
-                          "--trials", "400", "--log", str(log), *FAST], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         # a test run started in the background has SIGINT ignored, and the
-                         # CLI would inherit that
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.time() + 180
-        while time.time() < deadline and p.poll() is None:
-            if log.exists() and log.read_bytes().count(b"\n") >= 8:
-                break
-            time.sleep(0.1)
-        assert p.poll() is None, p.communicate()
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    p = start_tuning(["tune-model", str(path), "--trials", "400", "--log", str(log), *FAST],
+                     log, env=env)
+    wait_for_records(p, log, 8, timeout=180)
+    out, err = interrupt(p)
     assert p.returncode == 130, (out, err)
     assert "Traceback" not in err
     lines = err.strip().splitlines()
