@@ -35,3 +35,18 @@ def interrupt(p: subprocess.Popen, sig=signal.SIGINT, timeout: float = 60) -> tu
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def whole_log_records(log) -> list:
+    """The records of an interrupted tuning's ``log``, asserting that it is whole: it ends with a
+    newline, every line parses as a record, and loading it warns about nothing."""
+    import warnings
+
+    from tecomp.schedule.records import Record, load_records
+    data = log.read_bytes()
+    assert data.endswith(b"\n")
+    for line in data.decode().splitlines():
+        Record.from_json(line)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return load_records(log)
