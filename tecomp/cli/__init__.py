@@ -24,7 +24,7 @@ import os
 import sys
 import warnings
 
-from ._common import CliError, one_line, workload_help
+from .common import CliError, one_line, workload_help
 
 __all__ = ["main", "build_parser", "CliError"]
 
@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_lazy("commands", "cmd_tune"))
 
     # tune-model (an ONNX model's fused layers; tecomp.frontend)
-    from ._model import add_parser as add_tune_model
+    from .model_command import add_parser as add_tune_model
     add_tune_model(sub, _FMT, _wrap)
 
     # best
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key-chars", type=int, default=16,
                    help="characters of the workload key shown (default 16)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
-    p.set_defaults(fn=_lazy("_logs", "cmd_best"))
+    p.set_defaults(fn=_lazy("logs", "cmd_best"))
 
     # bench
     p = sub.add_parser("bench", help="tecomp's best (from a log) beside numpy/torch/scipy",
@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wall time from the first record of the logs (default: shows when each "
                         "task was tuned) or from each task's own first record (compares tasks "
                         "tuned one after another)")
-    p.set_defaults(fn=_lazy("_logs", "cmd_plot"))
+    p.set_defaults(fn=_lazy("logs", "cmd_plot"))
 
     p = sub.add_parser("export", add_help=False,
                        help="write the best kernels of a log as object code + manifest "
@@ -253,7 +253,7 @@ def _stop_on_signals():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    from ._progress import request_stop
+    from .progress import request_stop
 
     def stop(signum, frame):
         request_stop()

@@ -6,8 +6,8 @@ import sys
 
 import numpy as np
 
-from ._common import CliError, compare, make_workload, one_line, parse_target
-from ._progress import NetworkProgress, Progress
+from .common import CliError, compare, make_workload, one_line, parse_target
+from .progress import NetworkProgress, Progress
 
 
 def _hand_schedule(name: str, wl):

@@ -309,7 +309,7 @@ class _Res:
 
 
 def test_progress_is_one_updating_line_on_a_terminal(monkeypatch):
-    from tecomp.cli._progress import Progress
+    from tecomp.cli.progress import Progress
     monkeypatch.setenv("COLUMNS", "200")  # the line is cut to the terminal's width
     now = [0.0]
     term = _Term()

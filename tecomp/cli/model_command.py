@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from . import commands as cmds
-from ._common import CliError, one_line
+from .common import CliError, one_line
 
 __all__ = ["cmd_tune_model", "add_parser"]
 

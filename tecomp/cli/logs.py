@@ -6,7 +6,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from ._common import CliError, one_line
+from .common import CliError, one_line
 
 
 @dataclass
