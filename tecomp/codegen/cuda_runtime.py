@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from . import cuda_interop as _interop
+from . import cuda_interop
 from .cuda_driver import (
     CudaError,
     CudaUnavailableError,
@@ -152,21 +152,21 @@ def as_device_array(obj, name: str = "array") -> DeviceArray:
         raise TypeError(f"{name} is a host (numpy) array; pass numpy arrays to the kernel itself "
                         f"(they are copied) or upload with DeviceArray.from_numpy")
     if hasattr(obj, "__cuda_array_interface__"):
-        view = _interop.parse_cuda_array_interface(obj.__cuda_array_interface__, name)
+        view = cuda_interop.parse_cuda_array_interface(obj.__cuda_array_interface__, name)
         if view.stream is not None:  # CAI v3: the producer's work on that stream must finish first
             d = current_driver()
             check_call("cuStreamSynchronize", d.cuStreamSynchronize(d.CUstream(view.stream)))
         return DeviceArray(view.ptr, view.shape, view.dtype, owner=obj, readonly=view.readonly)
     if hasattr(obj, "__dlpack_device__") and hasattr(obj, "__dlpack__"):
-        kind, _ = _interop.dlpack_device(obj)
-        host = _interop.host_device_name(kind)
+        kind, _ = cuda_interop.dlpack_device(obj)
+        host = cuda_interop.host_device_name(kind)
         if host is not None:
             raise TypeError(f"{name} is a host array (DLPack device {host}); pass it as a numpy "
                             f"array instead (np.asarray(...)), which the kernel copies")
-        if kind not in (_interop.KDL_CUDA, _interop.KDL_CUDA_MANAGED):
+        if kind not in (cuda_interop.KDL_CUDA, cuda_interop.KDL_CUDA_MANAGED):
             raise TypeError(f"{name} lives on DLPack device type {kind}, not a CUDA device")
         current_driver()
-        view = _interop.read_dlpack(obj, name)
+        view = cuda_interop.read_dlpack(obj, name)
         return DeviceArray(view.ptr, view.shape, view.dtype, owner=view.keepalive)
     raise TypeError(f"{name} of type {type(obj).__name__} is not a device array: it has neither "
                     f"__cuda_array_interface__ nor __dlpack__; pass a numpy array (copied) instead")

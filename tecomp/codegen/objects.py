@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from ..ir.loop import PrimFunc
+from . import llvm_jit
 from .llvm_cpu import CompiledCPU, emit_cpu
 from .llvm_jit import LOCK, ensure_init, host_cpu, load_object, triple_and_layout
-from .llvm_jit import compile_object as _compile_ir
 from .threadpool import DYNAMIC_ENTRY, ENTRY
 
 __all__ = ["KernelObject", "compile_object", "LoadedCPU", "load_kernel", "host_info",
@@ -73,7 +73,7 @@ def compile_object(func: PrimFunc, opt_level: int = 3) -> KernelObject:
     with LOCK:
         em = emit_cpu(func)
         text = str(em.module)
-        optimized, obj = _compile_ir(text, opt_level)
+        optimized, obj = llvm_jit.compile_object(text, opt_level)
     return KernelObject(em.symbol, optimized, text, obj, imports_of(optimized))
 
 

@@ -19,7 +19,7 @@ from .expr import (
     select,
     unary,
 )
-from .expr import cast as _cast
+from .expr import cast as expr_cast
 from .traverse import free_vars
 
 __all__ = ["sum", "max", "min", "maximum", "minimum", "exp", "log", "sqrt", "tanh", "sigmoid",
@@ -40,7 +40,7 @@ def _reduce(kind: ReduceKind, expr, axis) -> Reduce:
             raise ValueError(f"tc.{kind.value}: reducing over axis '{a.name}' that the body does "
                              f"not use")
     if kind is ReduceKind.SUM and expr.dtype.is_bool:
-        expr = _cast(expr, dt.int64)
+        expr = expr_cast(expr, dt.int64)
     return Reduce(kind, expr, axes)
 
 
@@ -162,4 +162,4 @@ def if_then_else(cond, t, f) -> Expr:
 
 def cast(x, dtype) -> Expr:
     """Convert ``x`` to ``dtype``."""
-    return _cast(x, dtype)
+    return expr_cast(x, dtype)

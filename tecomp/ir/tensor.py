@@ -17,7 +17,7 @@ from .expr import (
     TensorRead,
     as_expr,
 )
-from .expr import cast as _cast
+from .expr import cast as expr_cast
 from .interval import interval
 from .traverse import free_vars, walk
 
@@ -56,7 +56,7 @@ class Tensor:
             if isinstance(e, Const) and not 0 <= e.value < self.shape[d]:
                 raise IndexError(f"tensor '{self.name}': constant index {e.value} at position {d} "
                                  f"is out of range for dimension of size {self.shape[d]}")
-            out.append(_cast(e, dt.INDEX))
+            out.append(expr_cast(e, dt.INDEX))
         return TensorRead(self, tuple(out))
 
     def __repr__(self):
@@ -190,7 +190,7 @@ def reduce_axis(dom, name: str = "k") -> IterVar:
     for what, b in (("begin", begin), ("end", end)):
         if not b.dtype.is_int:
             raise TypeError(f"reduce_axis '{name}': {what} has type {b.dtype}; must be an integer")
-    return IterVar(name, _cast(begin, dt.INDEX), _cast(end, dt.INDEX), IterKind.REDUCE)
+    return IterVar(name, expr_cast(begin, dt.INDEX), expr_cast(end, dt.INDEX), IterKind.REDUCE)
 
 
 # ----------------------------------------------------------------------------- compute
@@ -280,7 +280,7 @@ def compute_csr(indptr: Tensor, nnz: int, fcompute: Callable, name: str = "compu
         raise ValueError(f"compute_csr '{name}': indptr '{indptr.name}' must have rows + 1 entries")
     n_i, n_p = _param_names(fcompute, 2, name)
     i = IterVar(n_i, Const(0, dt.INDEX), Const(rows, dt.INDEX), IterKind.SPATIAL)
-    p = IterVar(n_p, _cast(indptr[i], dt.INDEX), _cast(indptr[i + 1], dt.INDEX), IterKind.SPATIAL)
+    p = IterVar(n_p, expr_cast(indptr[i], dt.INDEX), expr_cast(indptr[i + 1], dt.INDEX), IterKind.SPATIAL)
     body = as_expr(fcompute(i, p))
     checks = _check_checks(checks, name)
     if not any(c.indptr is indptr for c in checks):
