@@ -275,9 +275,15 @@ def _tune_network(args) -> int:
               f"again")
     out = tune_layers(args, tasks, weights, names, log, opt)
     errors = sum(sum(r.errors.values()) for r in out.results)
-    missing = sum(1 for r in out.results if r.best_steps is None)
-    lat = (f"{out.weighted_latency * 1e3:.3f} ms" if not missing
-           else f"unknown ({missing} layer(s) without a valid record)")
-    print(f"network latency (sum of count x best): {lat}; {sum(out.allocation)} trials, "
-          f"{errors} errors")
+    print(f"network latency (sum of count x best): {latency_text(out)}; "
+          f"{sum(out.allocation)} trials, {errors} errors")
     return 0
+
+
+def latency_text(out, missing_note: str = "") -> str:
+    """The weighted latency of a scheduler run ``out`` for a summary line, or why it is unknown
+    (layers without a valid record; ``missing_note`` is appended to that reason)."""
+    missing = sum(1 for r in out.results if r.best_steps is None)
+    if not missing:
+        return f"{out.weighted_latency * 1e3:.3f} ms"
+    return f"unknown ({missing} layer(s) without a valid record{missing_note})"

@@ -124,9 +124,7 @@ def cmd_tune_model(args) -> int:
         print("every layer holds its records already: nothing to tune")
     out = merge_held(sub, todo, held, weights)
     lay = "" if args.layout == "auto" else f", layout=tc.Layout.{args.layout.upper()}"
-    missing = sum(1 for r in out.results if r.best_steps is None)
-    lat = (f"{out.weighted_latency * 1e3:.3f} ms" if not missing
-           else f"unknown ({missing} layer(s) without a valid record yet)")
+    lat = cmds.latency_text(out, " yet")
     print(f"tuned layers' latency (sum of count x best): {lat}; {sum(out.allocation)} trials. "
           f"Build it: tc.compile_model(tc.from_onnx({args.model!r}{lay}), log={log!r})")
     return 0
