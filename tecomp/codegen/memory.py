@@ -81,12 +81,14 @@ def check_allocations(func: PrimFunc, limit: int | None = None) -> None:
     limit = physical_memory() if limit is None else limit
     if limit is None:
         return
-    sizes = []
+    sizes, seen = [], set()
     stack = [func.body]
     while stack:
         s = stack.pop()
-        if isinstance(s, Allocate):
+        if isinstance(s, Allocate) and s.buffer not in seen:
+            # a buffer allocated on several paths (the versions of a guarded tile) exists once
             b = s.buffer
+            seen.add(b)
             if all(isinstance(d, int) for d in b.shape):
                 sizes.append((b.alloc_size * b.dtype.itemsize, b))
         stack.extend(s.children())

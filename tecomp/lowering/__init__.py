@@ -4,6 +4,8 @@
   becomes one loop-IR :class:`~tecomp.ir.loop.PrimFunc`;
 - :mod:`~tecomp.lowering.stride_phase`: a reduction loop over a zero-inserting (dilated) input
   iterates only the stride phase that reads real data (transposed convolutions);
+- :mod:`~tecomp.lowering.guard_split`: whole tiles of a non-divisible split run without its guards
+  (the body of the tile loop versioned on "this tile is whole");
 - :mod:`~tecomp.lowering.gpu_passes`: launches, shared memory, barriers and the validity check of
   GPU programs;
 - :mod:`~tecomp.lowering.constants`: stages that depend only on constant weights split off to run
@@ -14,6 +16,7 @@ This layer imports ``ir`` and ``schedule``; never the search or the emitters.
 from ..ir.dag import ComputeDAG
 from ..schedule.schedule import Schedule
 from ..schedule.state import State
+from .guard_split import version_guards
 from .lower import lower_default, lower_state
 
 
@@ -38,12 +41,12 @@ def lower(sched):
     >>> print(tc.lower(tc.ComputeDAG([A, B])))  # doctest: +SKIP
     """
     if isinstance(sched, ComputeDAG):
-        return lower_default(sched)
+        return version_guards(lower_default(sched))
     if isinstance(sched, State):
-        return lower_state(sched)
+        return version_guards(lower_state(sched))
     if isinstance(sched, Schedule):
-        return lower_state(sched.state)
+        return version_guards(lower_state(sched.state))
     raise TypeError(f"tc.lower expects a Schedule or a ComputeDAG, got {type(sched).__name__}")
 
 
-__all__ = ["lower", "lower_default", "lower_state"]
+__all__ = ["lower", "lower_default", "lower_state", "version_guards"]

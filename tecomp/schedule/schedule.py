@@ -146,8 +146,8 @@ class Schedule:
 
     def lower(self):
         """The loop IR of this schedule (a :class:`~tecomp.ir.loop.PrimFunc`; ``print`` it)."""
-        from ..lowering.lower import lower_state  # the next layer: imported when used
-        return lower_state(self.state)
+        from ..lowering import lower  # the next layer: imported when used
+        return lower(self)
 
     @property
     def key(self) -> str:

@@ -32,6 +32,7 @@ from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep
 from . import analysis as an
 from .decisions import Decisions, MutationKind
 from .layout_rewrite import pack_weights
+from .register_tile import sample_register_tiles
 from .sketch_rule import Sketch, TileHole
 
 __all__ = ["Candidate", "materialize_cpu", "factorizations", "UNROLL_CHOICES", "CHUNK_CHOICES",
@@ -124,11 +125,15 @@ def materialize_cpu(task, sketch_id: int, sketch: Sketch, decisions: Decisions,
     K = MutationKind
     d = decisions.tables(CPU_TABLES)
     tiles = {}
+    fresh = sample_register_tiles(rng, sketch, task.hardware,
+                                  {i: v for i, v in d[K.TILE].items()
+                                   if i in sketch.holes and _valid_tile(v, sketch.holes[i])},
+                                  sample_tile)
     for idx, h in sketch.holes.items():
         if isinstance(h, TileHole):
             v = d[K.TILE].get(idx)
             if not _valid_tile(v, h):
-                v = sample_tile(rng, h.extent, h.parts)
+                v = fresh.get(idx) or sample_tile(rng, h.extent, h.parts)
             d[K.TILE][idx] = tiles[idx] = tuple(v)
     steps = sketch.with_lengths(tiles)
     try:

@@ -19,6 +19,7 @@ import numpy as np
 
 from .annotate import MAX_INNERMOST, UNROLL_CHOICES, Candidate, sample_tile
 from .decisions import Decisions, MutationKind
+from .register_tile import keep_inner
 from .sketch_rule import TileHole
 from .target_search import generate_sketches, materialize
 
@@ -92,6 +93,8 @@ def _mutate_tile(rng, lengths: list, hole: TileHole) -> list:
     tiling is re-sampled instead."""
     prod = math.prod(lengths)
     if hole.extent % prod or rng.random() < 0.1:
+        if hole.extent % prod and rng.random() < 0.5:
+            return keep_inner(rng, list(lengths), hole.extent, sample_tile)  # a register tile
         return sample_tile(rng, hole.extent, hole.parts)
     full = [hole.extent // prod] + list(lengths)
     for _ in range(8):

@@ -16,10 +16,12 @@ __all__ = ["Sketch", "TileHole", "FollowHole", "RuleResult", "SketchRule", "Part
 @dataclass(frozen=True)
 class TileHole:
     """Split step ``step`` splits a loop of constant ``extent`` into ``parts`` loops; the search
-    decides the ``parts - 1`` inner lengths."""
+    decides the ``parts - 1`` inner lengths. ``vector``: the loop whose innermost part is the
+    innermost loop of its stage's tile (the one annotation vectorizes)."""
     step: int
     extent: int
     parts: int
+    vector: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True)

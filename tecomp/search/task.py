@@ -19,6 +19,9 @@ class HardwareParams:
     num_cores: int
     vector_bytes: int = 64
     cache_line_bytes: int = 64
+    #: architectural vector registers (x86: 16 with AVX2, 32 with AVX-512): the register tile's
+    #: accumulators, operands and broadcast must fit in them
+    vector_registers: int = 16
     # GPU limits (used for target "cuda"): per block threads, static shared memory and 32-bit
     # registers, threads per warp, and the largest vthread extent a candidate may have
     max_threads_per_block: int = 1024
@@ -46,7 +49,9 @@ class HardwareParams:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         feats = target.features or ""
         vec = 64 if "+avx512f" in feats else 32 if "+avx2" in feats or "+avx" in feats else 16
-        return HardwareParams(num_cores=max(1, cores or 1), vector_bytes=vec)
+        regs = 32 if "+avx512f" in feats or "+neon" in feats else 16
+        return HardwareParams(num_cores=max(1, cores or 1), vector_bytes=vec,
+                              vector_registers=regs)
 
 
 class SearchTask:

@@ -3,6 +3,8 @@ every loop into the levels of a structure string (``"SSRSRS"`` on the CPU, ``"SS
 GPU) with the lengths left as holes, and tile a consumer like its producer."""
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir.expr import IterKind
 from ..schedule.steps import ReorderStep, SplitStep
 from . import analysis as an
@@ -37,7 +39,7 @@ def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
         idx = p.apply(SplitStep(sid, pos, (1,) * (n - 1), True),
                       lambda i, ext=ext, n=n: TileHole(i, ext, n))
         parts[it.name] = (idx, [f"{it.name}.{k}" for k in range(n)], it.kind)
-    order, level = [], {IterKind.SPATIAL: 0, IterKind.REDUCE: 0}
+    order, level, this = [], {IterKind.SPATIAL: 0, IterKind.REDUCE: 0}, []
     dynamic = {nm for src, names, _ in parts.values() if src is None for nm in names
                if p.state.stages[sid].iters[p.state.iter_index(sid, nm)].const_extent is None}
     for ch in structure:
@@ -50,6 +52,8 @@ def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
             if k is kind and 0 <= at < len(names) and names[at] not in dynamic:
                 this.append((root == inner_last and at == len(names) - 1, names[at]))
         order += [nm for _, nm in sorted(this, key=lambda t: t[0])]  # stable: inner_last last
+    if structure.endswith("S") and this:
+        _mark_vector(p, parts, order[-1])
     # unsplit loops of kinds the structure lacks, then data-dependent loops (sparse rows), which
     # must sit inside every loop their extent depends on
     for _, names, _k in parts.values():
@@ -57,6 +61,15 @@ def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
     order += sorted(dynamic, key=lambda nm: p.state.iter_index(sid, nm))
     p.apply(ReorderStep(sid, tuple(p.state.iter_index(sid, nm) for nm in order)))
     return parts
+
+
+def _mark_vector(p: PartialSketch, parts: dict, innermost: str) -> None:
+    """Mark the hole whose innermost part is the tile's innermost loop (the vector axis)."""
+    for src, names, _k in parts.values():
+        if src is not None and names[-1] == innermost:
+            h = p.sketch.holes[src]
+            if type(h) is TileHole:
+                p.sketch.holes[src] = dataclasses.replace(h, vector=True)
 
 
 def follow_tiling(p: PartialSketch, cid: int, parts: dict, producer_axes: list, level: int) -> str:

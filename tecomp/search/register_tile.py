@@ -1,0 +1,81 @@
+"""Register-tile sampling: the innermost tile of a multi-level-tiled stage drawn as a micro-kernel
+that fills the vector register file, instead of from the divisors of each extent.
+
+A CPU tile's innermost level is a block of ``rows`` x ``nvec`` vectors of accumulators: every
+reduction step loads ``nvec`` vectors of one operand, broadcasts ``rows`` scalars of the other and
+issues ``rows * nvec`` FMAs. It runs near the FMA peak only when the accumulators hide the FMA
+latency (at least half the register file) and accumulators, operands and the broadcast fit in the
+registers together. Such shapes (6x16 or 4x24 floats on AVX2, 14x32 or 6x64 on AVX-512) are rarely
+divisors of the extents (1024 = 2^10 has no factor 6), so divisor sampling almost never draws
+them: on a Zen 3 the best matmul of a 256-trial search was a 4x16 tile, while a hand 6x16 tile
+ran about 15% faster. Non-divisible tiles cost little since whole tiles run without guards
+(:mod:`tecomp.lowering.guard_split`).
+"""
+from __future__ import annotations
+
+from .sketch_rule import Sketch, TileHole
+
+__all__ = ["REGISTER_TILE_PROB", "register_shapes", "sample_register_tiles", "keep_inner"]
+
+#: share of fresh samples whose tiled stages get a register-filling innermost tile
+REGISTER_TILE_PROB = 0.4
+_SPATIAL_PARTS = 4  # "SSRSRS": a spatial loop is split into four parts, a reduction into two
+
+
+def register_shapes(lanes: int, registers: int, rows_extent: int, vec_extent: int) -> list:
+    """The ``(rows, nvec)`` micro-tiles that fit: ``rows * nvec`` accumulators, ``nvec`` operand
+    vectors and one broadcast within ``registers``, at least half of them accumulators (fewer
+    do not hide the FMA latency), ``nvec * lanes`` not past the vector extent rounded up to a
+    vector, ``rows`` not past the rows extent."""
+    out = []
+    max_nvec = max(1, -(-vec_extent // lanes))
+    for nvec in range(1, min(4, max_nvec) + 1):
+        for rows in range(1, min(rows_extent, 16) + 1):
+            acc = rows * nvec
+            if acc + nvec + 1 <= registers and 2 * acc >= registers:
+                out.append((rows, nvec))
+    return out
+
+
+def _outer(rng, extent: int, inner: int, parts: int, sample_tile) -> list:
+    """Lengths of a ``parts``-level split whose innermost length is ``inner``: the levels above it
+    sampled over the ``ceil(extent / inner)`` tiles."""
+    return list(sample_tile(rng, -(-extent // inner), parts - 1)) + [inner]
+
+
+def sample_register_tiles(rng, sketch: Sketch, hardware, table: dict, sample_tile) -> dict:
+    """{hole index: lengths} for the spatial holes of the tiled stages of ``sketch`` whose
+    decisions ``table`` lacks, drawn with probability :data:`REGISTER_TILE_PROB` per stage as a
+    register micro-tile (see the module docstring): the vector hole's innermost length a multiple
+    of the vector, one other spatial hole's the rows, the rest 1. Empty when the draw says no."""
+    groups: dict = {}
+    for idx, h in sketch.holes.items():
+        if type(h) is TileHole and h.parts == _SPATIAL_PARTS:
+            groups.setdefault(sketch.steps[idx].stage_id, []).append((idx, h))
+    lanes = max(1, hardware.vector_bytes // 4)
+    out = {}
+    for holes in groups.values():
+        vec = [(i, h) for i, h in holes if h.vector]
+        if len(vec) != 1 or any(i in table for i, _ in holes) or rng.random() >= REGISTER_TILE_PROB:
+            continue
+        vi, vh = vec[0]
+        others = [(i, h) for i, h in holes if i != vi and h.extent > 1]
+        ri, rh = others[int(rng.integers(len(others)))] if others else (None, None)
+        shapes = register_shapes(lanes, hardware.vector_registers,
+                                 rh.extent if rh is not None else 1, vh.extent)
+        if not shapes or vh.extent < lanes:
+            continue
+        rows, nvec = shapes[int(rng.integers(len(shapes)))]
+        out[vi] = _outer(rng, vh.extent, min(nvec * lanes, vh.extent), vh.parts, sample_tile)
+        for i, h in holes:
+            if i == vi:
+                continue
+            inner = min(rows, h.extent) if i == ri else 1
+            out[i] = _outer(rng, h.extent, inner, h.parts, sample_tile)
+    return out
+
+
+def keep_inner(rng, lengths: list, extent: int, sample_tile) -> list:
+    """A re-sampled split that keeps the innermost length of ``lengths`` (a register tile)."""
+    return _outer(rng, extent, lengths[-1], len(lengths) + 1, sample_tile) if lengths else []
+

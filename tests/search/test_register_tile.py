@@ -1,0 +1,48 @@
+"""Register-tile sampling (tecomp.search.register_tile): micro-tiles that fill the register file
+without spilling, drawn for the tiled stages of fresh samples."""
+import collections
+
+import numpy as np
+
+import tecomp as tc
+from tecomp.search.decisions import Decisions, MutationKind
+from tecomp.search.register_tile import register_shapes
+from tecomp.search.target_search import generate_sketches, materialize
+
+
+def test_shapes_fit_the_register_file_and_hide_the_fma_latency():
+    for lanes, regs in ((8, 16), (16, 32), (4, 32)):
+        shapes = register_shapes(lanes, regs, 64, 256)
+        assert shapes
+        for rows, nvec in shapes:
+            assert rows * nvec + nvec + 1 <= regs and 2 * rows * nvec >= regs
+    avx2 = register_shapes(8, 16, 1024, 1024)
+    assert (6, 2) in avx2 and (4, 3) in avx2 and (7, 2) not in avx2 and (4, 2) in avx2
+    assert register_shapes(8, 16, 3, 8) == []  # too small a tile to fill the registers
+
+
+def test_fresh_matmul_samples_include_non_divisor_register_tiles():
+    A = tc.placeholder((1024, 256), name="A")
+    B = tc.placeholder((256, 1024), name="B")
+    dag = tc.ComputeDAG([A, B, tc.ops.matmul(A, B)])
+    task = tc.SearchTask(dag, target="llvm")
+    sketches = generate_sketches(task)
+    rng = np.random.default_rng(0)
+    lanes = task.hardware.vector_bytes // 4
+    inner = collections.Counter()
+    for n in range(240):
+        k = n % len(sketches)
+        c = materialize(task, k, sketches[k], Decisions(), rng)
+        if c is None:
+            continue
+        holes = sketches[k].holes
+        tiles = c.decisions.table(MutationKind.TILE)
+        vec = next(v for i, v in tiles.items() if getattr(holes[i], "vector", False))
+        rows = next(v for i, v in tiles.items()
+                    if getattr(holes[i], "parts", 0) == 4 and not holes[i].vector)
+        inner[(rows[-1], vec[-1])] += 1
+    fitting = {(r, v) for r, v in inner if v % lanes == 0
+               and (r, v // lanes) in register_shapes(lanes, task.hardware.vector_registers,
+                                                       1024, 1024)}
+    assert sum(inner[s] for s in fitting) >= 240 * 0.2
+    assert any(1024 % r for r, _ in fitting)  # e.g. 6 rows: not a divisor of 1024
