@@ -44,6 +44,11 @@ class Kernel:
         return self.func
 
     @property
+    def constant_names(self) -> tuple:
+        """The inputs bound at build time by ``constants=`` (the call takes the others)."""
+        return tuple(self._bound[0])
+
+    @property
     def compiled(self):
         """The back end's compiled module: ``source`` and ``assembly()`` for both targets,
         ``source_unoptimized`` for llvm, ``launches`` and ``ptxas_report`` for cuda."""
@@ -83,6 +88,44 @@ class Kernel:
                 raise ValueError(f"device=True needs a cuda kernel, this one is {self.target}")
             return functools.partial(self._compiled.run_device, arrays)
         return functools.partial(self._compiled.run, arrays)
+
+    def prepared_call(self, inputs, out):
+        """Check the arguments once, as ``kernel(*inputs, out=out)`` does, and return a
+        zero-argument callable that runs the kernel on those same arrays.
+
+        For a caller that runs a kernel many times on buffers it owns (a compiled model's
+        intermediate values): the per-call checks cost tens of microseconds, a lot beside a small
+        kernel. The arrays must stay alive and keep their shapes; their contents may change
+        between calls. Index data (a gather's or sparse kernel's integer inputs) is still
+        validated on every call.
+
+        Parameters
+        ----------
+        inputs : sequence of numpy.ndarray
+            The kernel's inputs, as for ``__call__``.
+        out : numpy.ndarray or sequence of numpy.ndarray
+            Its output array(s).
+
+        Returns
+        -------
+        callable
+            Runs the kernel once per call and returns None.
+        """
+        if self.target.kind is TargetKind.CUDA:
+            raise NotImplementedError("prepared_call is for llvm kernels; a cuda kernel copies "
+                                      "its arguments on every call anyway")
+        arrays, _ = self._prepare(list(inputs), out)
+        run = functools.partial(self._compiled.run, arrays)
+        if not self._validator.active:
+            return run
+        consts = self._bound[0]
+        given = iter(arrays)  # the free inputs come first, in the DAG's order
+        check = [consts[t.name] if t.name in consts else next(given) for t in self.dag.inputs]
+
+        def checked_run():
+            self._validator.check(check)  # index data may change between calls
+            run()
+        return checked_run
 
     def source(self) -> str:
         """The generated code as text: LLVM IR for ``llvm``, PTX (one ``.entry`` per kernel

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..build import build
-from ..target import Target
+from ..target import Target, TargetKind
 from .fusion import group_dag, partition
 from .graph import Model, ModelError, Op
 
@@ -67,6 +67,7 @@ class CompiledModel:
         self.input_slots = input_slots    # slot of each model input
         self.output_slots = output_slots  # slot (int) or constant array per model output
         self._buffers = None
+        self._calls = None  # per step: its prepared call, or None when it runs on a caller's array
 
     def _arguments(self, args, kwargs) -> list:
         names = self.input_names
@@ -109,14 +110,25 @@ class CompiledModel:
         for slot in out_slots:  # outputs are new arrays: the caller keeps them
             if slot not in self.input_slots:
                 bufs[slot] = np.empty(*self.slot_specs[slot])
-        for st in self.steps:
+        if self._calls is None:
+            # a step on planned buffers only is checked once: its per-call checks cost tens of
+            # microseconds, as much as a small layer's kernel
+            per_call = set(self.input_slots) | out_slots
+            cpu = self.target.kind is TargetKind.LLVM
+            self._calls = [None if per_call & {*st.args, st.out} or not cpu else
+                           st.kernel.prepared_call([bufs[a] for a in st.args], bufs[st.out])
+                           for st in self.steps]
+        for st, call in zip(self.steps, self._calls):
             for slot, n, where in st.gather_checks:
                 idx = bufs[slot]
                 if idx.size and (idx.min() < -n or idx.max() >= n):
                     bad = int(idx.min()) if idx.min() < -n else int(idx.max())
                     raise ValueError(f"model {self.name!r}: {where}: Gather index {bad} is out of "
                                      f"range [{-n}, {n})")
-            st.kernel(*[bufs[a] for a in st.args], out=bufs[st.out])
+            if call is None:
+                st.kernel(*[bufs[a] for a in st.args], out=bufs[st.out])
+            else:
+                call()
         res = [bufs[s].copy() if isinstance(s, int) and s in self.input_slots
                else bufs[s] if isinstance(s, int) else np.array(s) for s in self.output_slots]
         return res[0] if len(res) == 1 else tuple(res)

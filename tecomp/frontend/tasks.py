@@ -39,7 +39,10 @@ def _grouped(model: Model, include_simple: bool) -> list:
 def model_tasks(model: Model, target="llvm", include_simple: bool = False) -> list:
     """``[(SearchTask, count)]`` of ``model`` (see :meth:`Model.tasks`)."""
     from ..search.task import SearchTask
-    return [(SearchTask(gd.dag, target), n) for gd, n in _grouped(model, include_simple)]
+    # the weights are build-time constants of the compiled model: measured the same way, the
+    # packing of a weight into its tile layout is not timed (it runs once, at compile time)
+    return [(SearchTask(gd.dag, target, constants=tuple(gd.constants)), n)
+            for gd, n in _grouped(model, include_simple)]
 
 
 def task_names(model: Model, include_simple: bool = False) -> list:

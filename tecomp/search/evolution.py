@@ -110,6 +110,15 @@ def _mutate_tile(rng, lengths: list, hole: TileHole) -> list:
     return sample_tile(rng, hole.extent, hole.parts)
 
 
+def sketch_signature(search) -> tuple:
+    """What decisions mean in a search: its sketches' names and holes. Two tasks with equal
+    signatures (one operator at other shapes) can replay each other's decisions (a tile
+    length that does not fit the other extent is sampled again)."""
+    return tuple((name, tuple(sorted((i, type(h).__name__, getattr(h, "parts", 0))
+                                     for i, h in sk.holes.items())))
+                 for name, sk in zip(search.sketch_names, search.sketches))
+
+
 def register_tile(c: Candidate) -> tuple:
     """A candidate's innermost structure: sketch, innermost tile length of every tiled loop and
     vectorization. Candidates that share it differ only in their outer (cache-level) tiling."""
@@ -139,6 +148,9 @@ class EvolutionarySearch:
         self.measured: set = set()
         self.elites: list = []  # (cost, sketch index, decisions), best first
         self.valid_per_sketch = [0] * len(self.sketches)  # measured programs that ran
+        #: decisions of good programs of similar tasks (set by the task scheduler): replayed here
+        #: beside this task's elites, so a layer with few trials starts from its siblings' tiles
+        self.transfer: list = []
 
     # ------------------------------------------------------------------ history
     def sketch_index(self, name: str) -> int | None:
@@ -209,6 +221,14 @@ class EvolutionarySearch:
         init = list(pop)
         for cost, idx, dec in self.elites[:max(1, int(opt.init_measured_ratio * opt.population))]:
             c = self._guarded("replaying a measured program", materialize, self.task, idx,
+                              self.sketches[idx], dec.with_sketch(""), rng)
+            if c is not None:
+                pop.append(c)
+        for dec in self.transfer:
+            idx = self.sketch_index(dec.sketch)
+            if idx is None:
+                continue
+            c = self._guarded("replaying a similar task's program", materialize, self.task, idx,
                               self.sketches[idx], dec.with_sketch(""), rng)
             if c is not None:
                 pop.append(c)

@@ -71,8 +71,10 @@ def _tb() -> str:
 
 
 # ------------------------------------------------------------------------------------ building
-def build_candidate(task, steps):
-    """Replay ``steps`` on ``task.dag`` and compile it for ``task.target``.
+def build_candidate(task, steps, inputs=None):
+    """Replay ``steps`` on ``task.dag`` and compile it for ``task.target``; with ``inputs`` (the
+    arrays of :func:`task_arrays`), the task's ``constants`` are bound at build time (their
+    packing stages run then, untimed, as in a compiled model).
 
     Raises
     ------
@@ -85,17 +87,20 @@ def build_candidate(task, steps):
     except Exception:  # noqa: BLE001 - malformed records are invalid schedules too
         raise MeasureFailure("INVALID_SCHEDULE", _tb()) from None
     try:
-        return _build(task, sched)
+        return _build(task, sched, inputs)
     except (ScheduleError, LoopIRError):
         raise MeasureFailure("INVALID_SCHEDULE", _tb()) from None
     except Exception:  # noqa: BLE001
         raise MeasureFailure("BUILD_ERROR", _tb()) from None
 
 
-def _build(task, sched):
+def _build(task, sched, inputs=None):
     # a worker builds thousands of distinct candidates and holds the kernels it still needs
     # itself: the per-process build cache would only grow
-    return build(task.dag, task.target, sched, cache=False)
+    consts = None
+    if inputs is not None and task.constants and target_search(task.target).device is None:
+        consts = {t.name: a for t, a in zip(task.dag.inputs, inputs) if t.name in task.constants}
+    return build(task.dag, task.target, sched, cache=False, constants=consts)
 
 
 # ------------------------------------------------------------------------------------ data
@@ -225,7 +230,12 @@ def run_candidate(kernel, inputs, outputs, reference=None, *, repeat=3, min_repe
     """
     # the raw native call: the arguments were checked once (index data in task_arrays, shapes and
     # dtypes are ours), and Kernel.__call__'s per-call checks would add ~5-50 us to every timing
-    call = kernel.raw_call(list(inputs) + list(outputs))
+    if kernel.constant_names:  # built with constants: the call takes the other inputs
+        bound = set(kernel.constant_names)
+        call = kernel.prepared_call([a for a, t in zip(inputs, kernel.dag.inputs)
+                                     if t.name not in bound], list(outputs))
+    else:
+        call = kernel.raw_call(list(inputs) + list(outputs))
     if prepare is not None:
         call = prepare(call, outputs) or call
     try:
@@ -316,10 +326,10 @@ class _Worker:
             return None
         if op == "build":
             _, key, tid, steps = msg
+            inputs = self._data(tid)[0]  # random inputs made now, not in the timed run phase
             t0 = time.perf_counter()
-            self.kernels[key] = (build_candidate(self.tasks[tid], steps), steps)
+            self.kernels[key] = (build_candidate(self.tasks[tid], steps, inputs), steps)
             seconds = time.perf_counter() - t0
-            self._data(tid)  # random inputs made now rather than in the timed run phase
             return ("built", seconds)
         if op == "run":
             _, key, tid, ref_path, cutoff = msg

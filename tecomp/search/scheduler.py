@@ -9,6 +9,11 @@ its siblings (a strided conv at 20 GFLOP/s beside 3x3 convs at 160) is expected 
 Every task without a valid record in the log first gets one round (warm-up); an epsilon share of
 rounds goes to a random task.
 
+Before a task's round, the best programs of the tasks that share its sketches (the same fused
+operator at other shapes: a network's 3x3 convolutions) are handed to its search, which replays
+their decisions on its own sketches beside its own elites. A network gives most layers 16-32
+trials; a layer then starts from the tiles its siblings found instead of from random ones.
+
 The objective is either that weighted latency (the network's run time) or the weighted sum of
 log latencies (``geomean``): every task's *relative* gain then counts alike, so a small layer far
 from its potential is not starved by the big ones, which is what a per-layer comparison (the
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .evolution import sketch_signature
 from .measure import LocalMeasurer
 from .task import TuningOptions
 from .tune import TaskTuner, default_cost_model, log_lock
@@ -32,6 +38,8 @@ __all__ = ["tune_tasks", "TuneTasksResult", "SchedulerStrategy", "SchedulerObjec
 ALPHA = 0.2   # weight of the backward (observed) slope against the forward estimate
 BETA = 2.0    # a lagging task is expected to reach 1/BETA of its best similar task's FLOP rate
 WINDOW = 3    # rounds over which the backward slope is taken
+TRANSFER_TASKS = 4     # similar tasks whose best programs seed a task's search
+TRANSFER_PER_TASK = 2  # best programs taken from each
 
 
 class _Choice(str, enum.Enum):
@@ -127,6 +135,7 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
         # record starts warmed up (its log is its first round)
         best_hist = [[tu.result.best_cost] if tu.resumed and math.isfinite(tu.result.best_cost)
                      else [] for tu in tuners]
+        signatures = [sketch_signature(tu.search) for tu in tuners]
         own = measurer is None
         measurer = measurer or LocalMeasurer(opt)
         t0 = time.perf_counter()
@@ -139,6 +148,7 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
                 i = _pick(strategy, tuners, weights, best_hist, alive, turn, rng, opt.eps_greedy,
                           objective)
                 turn += 1
+                tuners[i].search.transfer = _transfer(tuners, signatures, i)
                 n = tuners[i].round(measurer, min(opt.measures_per_round, trials - used))
                 used += n
                 out.allocation[i] += n
@@ -158,6 +168,17 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
         for tu in tuners:
             tu.finish(wall)
         return out
+
+
+def _transfer(tuners, signatures, i) -> list:
+    """Decisions of the best programs of the tasks that share task ``i``'s sketches (the same
+    operator at other shapes), fastest tasks first: :data:`TRANSFER_TASKS` tasks, their
+    :data:`TRANSFER_PER_TASK` best each."""
+    similar = [j for j, tu in enumerate(tuners)
+               if j != i and signatures[j] == signatures[i] and tu.search.elites]
+    similar.sort(key=lambda j: -tuners[j].result.best_gflops)
+    return [dec for j in similar[:TRANSFER_TASKS]
+            for _, _, dec in tuners[j].search.elites[:TRANSFER_PER_TASK]]
 
 
 def _weighted(out: TuneTasksResult) -> float:

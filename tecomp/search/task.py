@@ -64,10 +64,15 @@ class SearchTask:
     inputs : dict, optional
         Real data for some inputs, by placeholder name (sparse index arrays: ``indptr``,
         ``indices``); measurement uses it, and the records carry its hash.
+    constants : iterable of str, optional
+        Inputs that are constants where the kernel runs (a model's weights, built with
+        ``tc.build(..., constants=...)``): candidates are measured built the same way, so the
+        stages that depend only on them (a weight packed into the tile layout) run once at build
+        time and are not timed, as in the deployed kernel.
     """
 
     def __init__(self, dag: ComputeDAG, target="llvm", inputs: dict | None = None,
-                 hardware: HardwareParams | None = None):
+                 hardware: HardwareParams | None = None, constants=None):
         if not isinstance(dag, ComputeDAG):
             raise TypeError(f"SearchTask expects a ComputeDAG, got {type(dag).__name__}")
         self.dag = dag
@@ -85,6 +90,11 @@ class SearchTask:
                                  f"{a.dtype}{list(a.shape)}")
             self.inputs[k] = a
         self.hardware = hardware or HardwareParams.for_target(self.target)
+        self.constants = tuple(constants or ())
+        unknown = [c for c in self.constants if c not in names or c in self.inputs]
+        if unknown:
+            raise ValueError(f"SearchTask: constants names {unknown}, which are not inputs of the "
+                             f"DAG without real data (inputs: {', '.join(names)})")
 
     @property
     def workload_key(self) -> str:

@@ -109,3 +109,23 @@ def test_device_arrays_index_data_is_validated_before_the_launch():
     np.testing.assert_array_equal(k(x, good).to_numpy(), X16[[3, 15]])
     with pytest.raises(ValueError, match=r"indices in \[-1073741824, 3\]"):
         k(x, DeviceArray.from_numpy(np.array([1, 2**30], np.int32)))
+
+
+def test_a_prepared_call_validates_index_data_on_every_call():
+    """Kernel.prepared_call checks shapes once, but index data may change between its calls."""
+    X = tc.placeholder((16,), "float32", "X")
+    idx = tc.placeholder((2,), "int32", "idx")
+    Y = tc.compute((2,), lambda i: X[idx[i]], name="Y")
+    k = tc.build(tc.ComputeDAG([X, idx, Y]))
+    data, out = np.array([3, 4], np.int32), np.zeros(2, np.float32)
+    call = k.prepared_call([X16, data], out)
+    call()
+    np.testing.assert_array_equal(out, X16[[3, 4]])
+    data[1] = 9
+    call()
+    np.testing.assert_array_equal(out, X16[[3, 9]])
+    data[0] = 16
+    with pytest.raises(ValueError, match="idx"):
+        call()
+    with pytest.raises(ValueError, match="shape"):
+        k.prepared_call([X16, np.zeros(3, np.int32)], out)

@@ -154,6 +154,13 @@ def test_buffers_are_planned_once_and_reused():
     np.testing.assert_array_equal(y1, y2)
     y1[...] = 0  # the caller owns its outputs
     np.testing.assert_array_equal(cm(x), y2)
+    # the steps between planned buffers run prepared calls (checked once), the others the
+    # checked call on the caller's arrays; a new input still flows through all of them
+    assert any(c is not None for c in cm._calls) and None in cm._calls
+    x2 = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    y3 = cm(x2)
+    assert not np.allclose(y3, y2)
+    np.testing.assert_array_equal(y3, cm(x2.copy()))
 
 
 def test_repeated_computations_are_shared():

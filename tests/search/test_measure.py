@@ -218,3 +218,27 @@ def test_slow_candidates_are_timed_by_one_call():
     assert len(res[0].costs) == 3
     assert len(res[1].costs) == 1 and res[1].is_valid
     assert len(res[2].costs) == 1 and res[2].is_valid
+
+
+def test_constant_inputs_are_bound_at_build_and_their_packing_is_not_timed():
+    """A task whose weight is a build-time constant (a model's layer): the candidate is built
+    with it bound, so its pack stage runs at build time, and it measures right."""
+    from tecomp.search.measure_worker import build_candidate, run_candidate
+    task0 = matmul_task(48)
+    with pytest.raises(ValueError, match="constants names"):
+        SearchTask(task0.dag, constants=["nope"])
+    task = SearchTask(task0.dag, constants=["B"])
+    s = tc.Schedule(task.dag)
+    C = task.dag.outputs[0]
+    s.cache_read(task.dag.inputs[1], "global", [s[C]], pack=(1, 16))
+    steps = tuple(s.records())
+    inputs, outputs = task_arrays(task)
+    kernel = build_candidate(task, steps, inputs)
+    assert kernel.constant_names == ("B",)
+    # the packed B is a parameter bound at build time: the timed code has no packing loop
+    assert [p.name for p in kernel.func.params] == ["A", "B.global", "matmul"]
+    costs = run_candidate(kernel, inputs, outputs, [inputs[0] @ inputs[1]], names=["C"])
+    assert len(costs) == 3 and all(c > 0 for c in costs)
+    assert build_candidate(task, steps).constant_names == ()  # without the arrays: unbound
+    with LocalMeasurer(TuningOptions(**FAST)) as m:
+        assert m.measure([MeasureInput(task, steps)])[0].is_valid

@@ -129,3 +129,38 @@ def test_feature_extractor_serves_several_tasks():
     fx = FeatureExtractor([ta, tb])
     assert fx._info(ta.dag).data["indptr"].tolist() == list(a.index_data["indptr"])
     assert fx._info(tb.dag).data["indptr"].tolist() == list(b.index_data["indptr"])
+
+
+def test_a_task_replays_the_best_programs_of_tasks_with_its_sketches(monkeypatch):
+    """Matmuls of two shapes share their sketches: the second task's search gets the first's best
+    decisions and replays them on its own sketches; a conv shares nothing with them."""
+    import numpy as np
+
+    from tecomp.search import evolution
+    from tecomp.search.decisions import Decisions, MutationKind
+    from tecomp.search.scheduler import _transfer
+    opt = tc.TuningOptions(**FAST)
+    tasks = [tc.SearchTask(W.matmul(n, n, n).dag) for n in (32, 48)]
+    tasks.append(tc.SearchTask(W.conv2d(1, 8, 8, 8, 8, 3, 3, padding=1, layout="NHWC").dag))
+    searches = [evolution.EvolutionarySearch(t, opt, RandomModel(0)) for t in tasks]
+    sigs = [evolution.sketch_signature(s) for s in searches]
+    assert sigs[0] == sigs[1] != sigs[2]
+    a = searches[0]
+    c = evolution.materialize(a.task, 0, a.sketches[0], Decisions(), np.random.default_rng(1))
+    a.remember(c.key, 1e-3, a.decisions_of(c))
+    tuners = [type("T", (), {"search": s, "result": type("R", (), {"best_gflops": 1.0})})
+              for s in searches]
+    assert _transfer(tuners, sigs, 2) == [] and _transfer(tuners, sigs, 0) == []
+    seeds = _transfer(tuners, sigs, 1)
+    assert [d.table(MutationKind.TILE) for d in seeds] == [c.decisions.table(MutationKind.TILE)]
+    b = searches[1]
+    b.transfer = seeds
+    seen = []
+    real = evolution.materialize
+
+    def spy(task, idx, sketch, decisions, rng):
+        seen.append(decisions.table(MutationKind.TILE))
+        return real(task, idx, sketch, decisions, rng)
+    monkeypatch.setattr(evolution, "materialize", spy)
+    assert b.ask(4)
+    assert c.decisions.table(MutationKind.TILE) in seen
