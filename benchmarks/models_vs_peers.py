@@ -117,13 +117,17 @@ def main():
                 for n in thread_counts()]
         ort = ort_configs(path, feeds)
         ref = ort[0].output()
-        n_tasks = len(model.tasks())
+        tasks = model.tasks()
+        n_tasks = len(tasks)
+        # the FLOPs of the layers with a reduction (convolutions, matmuls), each as often as it
+        # runs: the GFLOP/s column (elementwise and pooling work is left out)
+        flops = sum(t.flop_count() * n for t, n in tasks)
         print(f"\n== {name}: tecomp compiled in {compile_s:.0f} s, convolutions in "
               f"{model.layout.value}, {len(cm.steps)} kernels ({n_tasks} distinct tuning "
               f"tasks), {len(cm.untuned)} layers untuned ({len(w)} warnings)", flush=True)
         for msg in w:
             print(f"  warning: {str(msg.message)[:300]}")
-        res = run_comparison(cfgs + ort + torch_configs(module, inputs), ref, 0.0, peak=None,
+        res = run_comparison(cfgs + ort + torch_configs(module, inputs), ref, flops, peak=None,
                              rounds=args.rounds)
         rows.append((name, res, model.layout.value, log_summary(logs.get(name))))
     for line in skipped():

@@ -115,7 +115,7 @@ class Kernel:
             raise NotImplementedError("prepared_call is for llvm kernels; a cuda kernel copies "
                                       "its arguments on every call anyway")
         arrays, _ = self._prepare(list(inputs), out)
-        run = functools.partial(self._compiled.run, arrays)
+        run = self._compiled.bind(arrays)
         if not self._validator.active:
             return run
         consts = self._bound[0]

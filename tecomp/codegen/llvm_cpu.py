@@ -337,6 +337,22 @@ class CompiledCPU:
         if self._alloc_flag is not None and self._alloc_flag.value:
             self._alloc_flag.raise_error(self.func)
 
+    def bind(self, arrays: list):
+        """A zero-argument callable that runs the kernel on ``arrays`` (as :meth:`run`) with their
+        addresses taken once; it keeps the arrays alive."""
+        if len(arrays) != len(self.func.params):
+            raise ValueError(f"{self.func.name} takes {len(self.func.params)} arrays, "
+                             f"got {len(arrays)}")
+        addresses = [a.ctypes.data for a in arrays]
+        cfunc, flag, func, keep = self._cfunc, self._alloc_flag, self.func, list(arrays)
+
+        def call() -> None:
+            cfunc(*addresses)
+            if flag is not None and flag.value:
+                flag.raise_error(func)
+        call.arrays = keep
+        return call
+
     def assembly(self) -> str:
         """The host assembly of the optimized module (for inspection)."""
         return assembly(self.source)

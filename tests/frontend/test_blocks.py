@@ -163,6 +163,18 @@ def test_buffers_are_planned_once_and_reused():
     np.testing.assert_array_equal(y3, cm(x2.copy()))
 
 
+def test_profile_times_every_step_in_place():
+    _, cm = check(residual_block())
+    x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    prof = cm.profile(x, repeat=3)
+    assert [n for n, _ in prof] == [st.name for st in cm.steps]
+    assert all(t > 0 for _, t in prof)
+    with pytest.raises(ValueError, match="repeat"):
+        cm.profile(x, repeat=0)
+    with pytest.raises(ValueError, match="shape"):
+        cm.profile(x[0], repeat=1)  # the call's own argument checks
+
+
 def test_repeated_computations_are_shared():
     """Layers that recompute the same mask from equal constants (as BERT exports do) share it."""
     nodes = [n("Where", ["m", "c1", "d1"], ["w1"]), n("Where", ["m", "c2", "d2"], ["w2"]),
