@@ -113,7 +113,11 @@ def _valid_tile(v, hole: TileHole) -> bool:
         if not isinstance(x, int) or x < 1:
             return False
         prod *= x
-    return prod <= max(hole.extent, 1) and (not v or v[-1] <= MAX_INNERMOST)
+    if not v:
+        return True
+    # the levels above the innermost may span the innermost tiles rounded up (a register tile of
+    # 6 rows over 1024: 171 tiles of 6), so that a replayed register tiling stays as it was
+    return v[-1] <= MAX_INNERMOST and prod // v[-1] <= -(-max(hole.extent, 1) // v[-1])
 
 
 def materialize_cpu(task, sketch_id: int, sketch: Sketch, decisions: Decisions,

@@ -49,3 +49,24 @@ def test_fresh_matmul_samples_include_non_divisor_register_tiles():
                                                        1024, 1024)}
     assert sum(inner[s] for s in fitting) >= 240 * 0.2
     assert any(1024 % r for r, _ in fitting)  # e.g. 6 rows: not a divisor of 1024
+
+
+def test_a_register_tiling_replays_unchanged():
+    """Its outer levels span the tiles rounded up (171 tiles of 6 rows over 1024): replaying the
+    decisions (an elite, a mutation's parent) keeps them instead of sampling new ones."""
+    A = tc.placeholder((1024, 64), name="A")
+    B = tc.placeholder((64, 1024), name="B")
+    task = tc.SearchTask(tc.ComputeDAG([A, B, tc.ops.matmul(A, B)]), target="llvm")
+    sketches = generate_sketches(task)
+    rng = np.random.default_rng(3)
+    checked = 0
+    for n in range(200):
+        k = n % len(sketches)
+        c = materialize(task, k, sketches[k], Decisions(), rng)
+        if c is None:
+            continue
+        tiles = c.decisions.table(MutationKind.TILE)
+        again = materialize(task, k, sketches[k], c.decisions, np.random.default_rng(n))
+        assert again.decisions.table(MutationKind.TILE) == tiles
+        checked += any(1024 % v[-1] for v in tiles.values() if v)
+    assert checked > 10
