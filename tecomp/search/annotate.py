@@ -128,17 +128,16 @@ def materialize_cpu(task, sketch_id: int, sketch: Sketch, decisions: Decisions,
     annotator."""
     K = MutationKind
     d = decisions.tables(CPU_TABLES)
+    holes = {idx: h for idx, h in sketch.holes.items() if isinstance(h, TileHole)}
+    valid = {idx: d[K.TILE][idx] for idx, h in holes.items()
+             if _valid_tile(d[K.TILE].get(idx), h)}
+    # register micro-tiles only for what is drawn anew (a mutant or replay keeps its decisions)
+    fresh = sample_register_tiles(rng, sketch, task.hardware, valid, sample_tile) \
+        if len(valid) < len(holes) else {}
     tiles = {}
-    fresh = sample_register_tiles(rng, sketch, task.hardware,
-                                  {i: v for i, v in d[K.TILE].items()
-                                   if i in sketch.holes and _valid_tile(v, sketch.holes[i])},
-                                  sample_tile)
-    for idx, h in sketch.holes.items():
-        if isinstance(h, TileHole):
-            v = d[K.TILE].get(idx)
-            if not _valid_tile(v, h):
-                v = fresh.get(idx) or sample_tile(rng, h.extent, h.parts)
-            d[K.TILE][idx] = tiles[idx] = tuple(v)
+    for idx, h in holes.items():
+        v = valid.get(idx) or fresh.get(idx) or sample_tile(rng, h.extent, h.parts)
+        d[K.TILE][idx] = tiles[idx] = tuple(v)
     steps = sketch.with_lengths(tiles)
     try:
         state = REPLAY_CACHE.replay(task.dag, steps)  # mutants share most steps: see there

@@ -90,11 +90,13 @@ def unique_sketch_names(sketches) -> list:
 
 def _mutate_tile(rng, lengths: list, hole: TileHole) -> list:
     """Move a prime factor between two levels (the product stays the extent); a non-divisible
-    tiling is re-sampled instead."""
+    tiling is re-sampled instead, half the time keeping its innermost length."""
     prod = math.prod(lengths)
-    if hole.extent % prod or rng.random() < 0.1:
-        if hole.extent % prod and rng.random() < 0.5:
-            return keep_inner(rng, list(lengths), hole.extent, sample_tile)  # a register tile
+    if hole.extent % prod:  # non-divisible (a register tile, half the time kept)
+        if rng.random() < 0.5:
+            return keep_inner(rng, list(lengths), hole.extent, sample_tile)
+        return sample_tile(rng, hole.extent, hole.parts)
+    if rng.random() < 0.1:
         return sample_tile(rng, hole.extent, hole.parts)
     full = [hole.extent // prod] + list(lengths)
     for _ in range(8):

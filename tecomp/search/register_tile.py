@@ -14,12 +14,13 @@ ran about 15% faster. Non-divisible tiles cost little since whole tiles run with
 from __future__ import annotations
 
 from .sketch_rule import Sketch, TileHole
+from .tiling import TILING_CPU
 
 __all__ = ["REGISTER_TILE_PROB", "register_shapes", "sample_register_tiles", "keep_inner"]
 
 #: share of fresh samples whose tiled stages get a register-filling innermost tile
 REGISTER_TILE_PROB = 0.4
-_SPATIAL_PARTS = 4  # "SSRSRS": a spatial loop is split into four parts, a reduction into two
+_SPATIAL_PARTS = TILING_CPU.count("S")  # the parts a CPU tile splits a spatial loop into
 
 
 def register_shapes(lanes: int, registers: int, rows_extent: int, vec_extent: int) -> list:
