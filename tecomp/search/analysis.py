@@ -2,16 +2,19 @@
 steps may have rewritten), after Ansor's access analysis."""
 from __future__ import annotations
 
-from ..ir.expr import BinOp, BinOpKind, Const, Reduce, Select, TensorRead, UnOp, Var
+import math
+
+from ..ir.expr import BinOp, BinOpKind, Const, IterKind, Reduce, Select, TensorRead, UnOp, Var
 from ..ir.loop import Scope
-from ..ir.traverse import walk
-from ..lowering.stride_phase import is_zero_insertion
+from ..ir.arith import to_linear
+from ..ir.traverse import substitute, walk
+from ..lowering.stride_phase import is_zero_insertion, phase_conjuncts
 from ..schedule.inline import effective_readers
 from ..schedule.state import State
 
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
            "is_tiled", "spatial_size", "reduce_size", "small_reduction", "has_data_dependent_loops",
-           "inner_axis_alternatives", "recomputed_at"]
+           "inner_axis_alternatives", "recomputed_at", "phase_axes"]
 
 
 def is_output(state: State, sid: int) -> bool:
@@ -151,6 +154,37 @@ def _reads_zero_insertion_along(state: State, reads: list, axis) -> bool:
             if not st.is_placeholder and is_zero_insertion(st.op.body)}
     return any(id(r.tensor) in zero and any(x is axis for i in r.indices for x in walk(i))
                for r in reads)
+
+
+def phase_axes(state: State, sid: int) -> list:
+    """``[(iter name, stride)]``: the stage's spatial loops whose value decides the stride phase
+    of a read of a zero-inserting stage (a transposed conv's output rows and columns:
+    ``dilated[y + ry]`` is non-zero only where ``y + ry - p`` is a multiple of the stride).
+
+    Split by the stride with the phase outermost, each phase is an ordinary convolution: the
+    phase is fixed outside the reduction loops, so lowering's stride-phase pass cuts every
+    reduction tap that reads a zero, at any tiling, and the inner tiles index the input with
+    unit stride. Only whole loops (not yet split) whose extent the stride divides."""
+    s = state.stages[sid]
+    zero = {id(st.tensor): st for st in state.stages
+            if not st.is_placeholder and is_zero_insertion(st.op.body)}
+    if not zero:
+        return []
+    whole = {it.name: it for it in s.iters if it.kind is IterKind.SPATIAL}
+    spatial = {id(a): whole[a.name] for a in s.op.axes if a.name in whole}
+    found = {}
+    for r in walk(s.op.body):
+        z = zero.get(id(r.tensor)) if isinstance(r, TensorRead) else None
+        if z is None:
+            continue
+        at = dict(zip(z.op.axes, r.indices))
+        for e, stride in phase_conjuncts(z.op.body.cond):
+            for atom, c in to_linear(substitute(e, at)).terms.values():
+                it = spatial.get(id(atom))
+                if it is not None and math.gcd(c, stride) == 1 \
+                        and (it.const_extent or 0) % stride == 0 and it.const_extent > stride:
+                    found[it.name] = stride
+    return [(it.name, found[it.name]) for it in s.iters if it.name in found]
 
 
 def inner_axis_alternatives(state: State, sid: int) -> list:

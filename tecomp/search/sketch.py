@@ -19,7 +19,7 @@ from ..schedule.steps import FuseStep, ReorderStep, SplitStep
 from . import analysis as an
 from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
 from .sparse_sketch import SPARSE_RULES
-from .tiling import follow_tiling, multi_level_tile
+from .tiling import follow_tiling, multi_level_tile, phase_split
 
 __all__ = ["CPU_RULES", "AlwaysInline", "InlineZeroInsertion", "AddRfactor", "AddCacheWrite",
            "MultiLevelTiling", "MultiLevelTilingWithFusion", "SplitForVector", "MAX_VECTOR"]
@@ -203,13 +203,16 @@ class MultiLevelTilingWithFusion(SketchRule):
         out = []
         # a local accumulator may also carry its vector along another axis (NCHW conv: the
         # output channels) when the last one vectorizes badly
+        phases = an.phase_axes(p.state, sid)
         for inner in [None, *an.inner_axis_alternatives(p.state, sid)]:
             for level in (1, 2):
                 q = p.copy()
+                whole = _split_phases(q, sid, phases)
                 axes = [it.name for it in q.state.stages[sid].iters
-                        if it.kind is IterKind.SPATIAL]
-                parts = multi_level_tile(q, sid, inner_last=inner)
-                target = follow_tiling(q, cid, parts, axes, level)
+                        if it.kind is IterKind.SPATIAL and it.name not in whole]
+                parts = multi_level_tile(q, sid, inner_last=inner, whole=whole)
+                scale = {f"{nm}.0": stride for nm, stride in phases}
+                target = follow_tiling(q, cid, parts, axes, level, scale)
                 q.apply(ComputeAtStep(sid, cid, q.state.iter_index(cid, target)))
                 q.tag(f"fuse{level}" + (f"+{inner}-inner" if inner else ""))
                 out.append((q, sid - 1))
@@ -230,6 +233,19 @@ class MultiLevelTiling(SketchRule):
         multi_level_tile(p, sid)
         p.tag("tile")
         return [(p, sid - 1)]
+
+
+def _split_phases(p, sid: int, phases: list) -> set:
+    """Split a transposed conv's stride phases off the loops of its local accumulator
+    (:func:`tiling.phase_split`); returns the phase loops, which stay whole and outermost in the
+    tile, outside every reduction loop, so lowering's stride-phase pass cuts each tap that reads
+    an inserted zero, and the register tile holds one phase (without the split the phase varied
+    inside the register tile: the pass could only cut taps where that tile was one row wide).
+    The consumer keeps plain loops; its tiles span every phase (``follow_tiling``'s scale)."""
+    if not phases:
+        return set()
+    p.tag("phase")
+    return phase_split(p, sid, phases)
 
 
 class SplitForVector(SketchRule):

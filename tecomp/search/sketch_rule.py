@@ -28,10 +28,12 @@ class TileHole:
 class FollowHole:
     """Split step ``step`` copies the tiling of split ``src``: its lengths are the products of the
     source's inner lengths over ``groups`` (``(start, stop)`` ranges), e.g. a consumer following a
-    producer's first tile level."""
+    producer's first tile level. ``scale`` multiplies the last (innermost) length: the producer
+    loop counts one stride phase, the consumer's rows hold all of them (a transposed conv)."""
     step: int
     src: int
     groups: tuple
+    scale: int = 1
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Sketch:
             if isinstance(h, FollowHole):
                 src = tiles[h.src]
                 lengths = tuple(_prod(src[a:b]) for a, b in h.groups)
+                lengths = lengths[:-1] + (lengths[-1] * h.scale,)
             else:  # a TileHole, or another kind whose lengths the annotation put in ``tiles``
                 lengths = tuple(tiles[idx])
             out[idx] = SplitStep(st.stage_id, st.iter_id, lengths, st.inner_to_outer)

@@ -10,13 +10,24 @@ from ..schedule.steps import ReorderStep, SplitStep
 from . import analysis as an
 from .sketch_rule import FollowHole, PartialSketch, TileHole
 
-__all__ = ["TILING_CPU", "multi_level_tile", "follow_tiling"]
+__all__ = ["TILING_CPU", "multi_level_tile", "follow_tiling", "phase_split"]
 
 TILING_CPU = "SSRSRS"
 
 
+def phase_split(p: PartialSketch, sid: int, axes: list) -> set:
+    """Split each ``(loop name, stride)`` of ``axes`` (:func:`analysis.phase_axes`) by its
+    stride: ``y`` becomes ``y.0`` (the rows of one phase) and ``y.1`` (the phase). Returns the
+    phase loops' names, which :func:`multi_level_tile` keeps whole at the outermost level."""
+    out = set()
+    for name, stride in axes:
+        p.apply(SplitStep(sid, p.state.iter_index(sid, name), (stride,), True))
+        out.add(f"{name}.1")
+    return out
+
+
 def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
-                     inner_last: str | None = None) -> dict:
+                     inner_last: str | None = None, whole: set = frozenset()) -> dict:
     """Split every constant-extent loop of the stage into the levels of ``structure`` (S: spatial,
     R: reduction) and order the parts level by level. Returns {root loop name: [split step
     index or None, part names]}. ``inner_last`` names a spatial axis whose innermost part goes
@@ -24,7 +35,10 @@ def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
 
     A tiny reduction (:func:`analysis.small_reduction`: a depthwise conv's KHxKW window) is not
     split: its loops sit whole at the last R level, just outside the innermost (register) tile,
-    which is what a depthwise kernel wants; splitting 3 into 2 levels only adds holes."""
+    which is what a depthwise kernel wants; splitting 3 into 2 levels only adds holes.
+
+    The loops named in ``whole`` (stride phases, :func:`phase_split`) are not split either:
+    they sit in the outermost level."""
     n_s, n_r = structure.count("S"), structure.count("R")
     stage = p.state.stages[sid]
     small_r = an.small_reduction(p.state, sid)
@@ -32,7 +46,7 @@ def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
     for it in list(stage.iters):
         n = n_s if it.kind is IterKind.SPATIAL else 1 if small_r else n_r
         pos = p.state.iter_index(sid, it.name)
-        if it.const_extent is None or n == 1:
+        if it.const_extent is None or n == 1 or it.name in whole:
             parts[it.name] = (None, [it.name], it.kind)
             continue
         ext = it.const_extent
@@ -72,9 +86,12 @@ def _mark_vector(p: PartialSketch, parts: dict, innermost: str) -> None:
                 p.sketch.holes[src] = dataclasses.replace(h, vector=True)
 
 
-def follow_tiling(p: PartialSketch, cid: int, parts: dict, producer_axes: list, level: int) -> str:
+def follow_tiling(p: PartialSketch, cid: int, parts: dict, producer_axes: list, level: int,
+                  scale: dict | None = None) -> str:
     """Split the consumer's spatial loops like the producer's first ``level`` tile levels, order
-    them level by level; returns the name of the last loop of level ``level - 1``."""
+    them level by level; returns the name of the last loop of level ``level - 1``. ``scale``
+    (producer axis -> factor) widens a consumer tile: the producer's axis counts the rows of one
+    stride phase (:func:`phase_split`), the consumer's rows hold every phase."""
     consumer = p.state.stages[cid]
     names = [it.name for it in consumer.iters if it.kind is IterKind.SPATIAL]
     groups_names = []
@@ -86,8 +103,9 @@ def follow_tiling(p: PartialSketch, cid: int, parts: dict, producer_axes: list, 
             continue
         n_inner = len(pnames) - 1
         groups = tuple((k - 1, k) for k in range(1, level)) + ((level - 1, n_inner),)
+        k = (scale or {}).get(pname, 1)
         p.apply(SplitStep(cid, pos, (1,) * len(groups), True),
-                lambda i, src=src, groups=groups: FollowHole(i, src, groups))
+                lambda i, src=src, groups=groups, k=k: FollowHole(i, src, groups, k))
         groups_names.append([f"{cname}.{k}" for k in range(len(groups) + 1)])
     order = []
     depth = max(len(g) for g in groups_names)
