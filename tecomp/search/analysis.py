@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
+from ..ir.arith import to_linear
 from ..ir.expr import BinOp, BinOpKind, Const, IterKind, Reduce, Select, TensorRead, UnOp, Var
 from ..ir.loop import Scope
-from ..ir.arith import to_linear
 from ..ir.traverse import substitute, walk
 from ..lowering.stride_phase import is_zero_insertion, phase_conjuncts
 from ..schedule.inline import effective_readers
