@@ -63,7 +63,7 @@ def test_softmax_candidates_never_recompute_a_row_reduction_and_match_numpy():
     x = case.make_inputs(rng)
     ref = case.reference(x)[0]
     built = 0
-    for _ in range(6):
+    for _ in range(3):
         for n, sk in enumerate(sks):
             c = materialize(task, n, sk, {}, rng)
             if c is None:
@@ -72,7 +72,7 @@ def test_softmax_candidates_never_recompute_a_row_reduction_and_match_numpy():
             out = tc.build(case.dag, schedule=Schedule(case.dag, c.steps))(*x)
             np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-7)
             built += 1
-    assert built >= 3 * len(sks)
+    assert 2 * built >= 3 * len(sks)
 
 
 def test_an_elementwise_output_of_a_placeholder_gets_the_split():
