@@ -34,8 +34,13 @@ def pack_candidates(state) -> list:
             reads = [x for x in walk(r.op.body) if isinstance(x, TensorRead) and x.tensor is t]
             if id(t) not in inputs or len(reads) != 1:
                 continue
+            # the dimension of an axis this input has alone: a batch axis that indexes the
+            # other operand too (a batched matmul's b, h) stays where it is
+            shared = {id(v) for rd in walk(r.op.body)
+                      if isinstance(rd, TensorRead) and rd.tensor is not t
+                      for i in rd.indices for v in walk(i) if isinstance(v, Var)}
             dims = [d for d, i in enumerate(reads[0].indices)
-                    if isinstance(i, Var) and id(i) in spatial]
+                    if isinstance(i, Var) and id(i) in spatial and id(i) not in shared]
             if len(dims) != 1:
                 continue
             sid = next(k for k, s in enumerate(state.stages) if s.tensor is t)

@@ -1,0 +1,45 @@
+"""The ``pack`` decision's candidates (search.layout_rewrite): an input is packable along the one
+dimension indexed by a spatial axis that no other operand reads, so a batched matmul over
+permuted operands (Q.K^T per head: ``K[b, j, h, d]``) packs ``j`` and keeps its batch axes."""
+import numpy as np
+
+import tecomp as tc
+from tecomp.schedule.compute_steps import CacheReadStep
+from tecomp.schedule.state import State
+from tecomp.search.layout_rewrite import pack_candidates
+from tecomp.search.target_search import generate_sketches, materialize
+from tecomp.testing.operator_suite import batch_matmul_qkt, matmul
+
+
+def _candidates_of(case):
+    """Pack candidates ``{input name: (dim, axis)}`` of the first tiled sketch's state."""
+    task = tc.SearchTask(case.dag, target="llvm")
+    sk = generate_sketches(task)[0]
+    st = State.replay(case.dag, sk.steps)
+    return {st.stages[sid].name: (dim, axis) for sid, _, dim, axis in pack_candidates(st)}
+
+
+def test_a_batched_operand_packs_its_own_axis_only():
+    assert _candidates_of(batch_matmul_qkt(1, 3, 8, 4)) == {"Q": (1, "i"), "K": (1, "j")}
+
+
+def test_a_matmul_packs_both_operands_along_their_own_axis():
+    assert _candidates_of(matmul(8, 16, 4)) == {"A": (0, "i"), "B": (1, "j")}
+
+
+def test_packed_qkt_candidates_match_numpy():
+    case = batch_matmul_qkt(1, 2, 12, 8)
+    task = tc.SearchTask(case.dag, target="llvm")
+    sks = generate_sketches(task)
+    rng = np.random.default_rng(5)
+    x = case.make_inputs(rng)
+    ref = case.reference(x)[0]
+    packed = 0
+    for i in range(12):
+        c = materialize(task, i % len(sks), sks[i % len(sks)], {}, rng)
+        if c is None:
+            continue
+        packed += any(isinstance(s, CacheReadStep) and s.pack for s in c.steps)
+        k = tc.build(case.dag, schedule=tc.Schedule(case.dag, c.steps))
+        np.testing.assert_allclose(k(*x), ref, rtol=1e-4, atol=1e-4)
+    assert packed >= 2
