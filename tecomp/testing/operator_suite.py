@@ -29,6 +29,18 @@ class OpCase:
     reference: Callable
     torch_fn: Callable | None = None   # torch_fn(torch, inputs) -> callable
 
+    def search_setup(self, seed: int, **task_options):
+        """``(task, sketches, rng, inputs, reference output)`` for sampling candidates of this
+        operator: its SearchTask (``task_options`` as for SearchTask), the task's sketches, an rng
+        seeded with ``seed``, inputs drawn from it and the reference's first output."""
+        from ..search.target_search import generate_sketches
+        from ..search.task import SearchTask
+        task = SearchTask(self.dag, **task_options)
+        sketches = generate_sketches(task)
+        rng = np.random.default_rng(seed)
+        x = self.make_inputs(rng)
+        return task, sketches, rng, x, self.reference(x)[0]
+
 
 def _rand(shape, lo=-1.0, hi=1.0):
     return lambda rng: rng.uniform(lo, hi, shape).astype("float32")

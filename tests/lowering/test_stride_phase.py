@@ -87,11 +87,7 @@ def test_gpu_candidates_match_in_the_emulator():
     """GPU sketches inline the dilated input too; the phase moves onto loops inside the
     thread-bound ones (each thread its own phase), checked through the lockstep interpreter."""
     case = conv2d_transpose(1, 3, 4, 2, 4, 2, 1)
-    task = tc.SearchTask(case.dag, target="cuda")
-    sketches = generate_sketches(task)
-    rng = np.random.default_rng(0)
-    x = case.make_inputs(rng)
-    ref = case.reference(x)[0]
+    task, sketches, rng, x, ref = case.search_setup(0, target="cuda")
     fired = 0
     for i in range(4):
         cand = materialize(task, i % len(sketches), sketches[i % len(sketches)], Decisions(), rng)

@@ -29,11 +29,7 @@ def test_a_matmul_packs_both_operands_along_their_own_axis():
 
 def test_packed_qkt_candidates_match_numpy():
     case = batch_matmul_qkt(1, 2, 12, 8)
-    task = tc.SearchTask(case.dag, target="llvm")
-    sks = generate_sketches(task)
-    rng = np.random.default_rng(5)
-    x = case.make_inputs(rng)
-    ref = case.reference(x)[0]
+    task, sks, rng, x, ref = case.search_setup(5, target="llvm")
     packed = 0
     for i in range(12):
         c = materialize(task, i % len(sks), sks[i % len(sks)], {}, rng)

@@ -13,7 +13,7 @@ from tecomp.schedule.state import State
 from tecomp.search import analysis as an
 from tecomp.search.decisions import Decisions
 from tecomp.search.sketch_rule import FollowHole, Sketch
-from tecomp.search.target_search import generate_sketches, materialize
+from tecomp.search.target_search import materialize
 from tecomp.testing.operator_suite import conv2d_transpose, conv_nd
 
 
@@ -57,13 +57,9 @@ def test_phase_candidates_cut_every_zero_tap_and_match_numpy(cfg):
     (never a spatial loop: the register tile holds one phase), and computes the reference
     natively and in the interpreter."""
     case = conv2d_transpose(*cfg)
-    task = tc.SearchTask(case.dag, target="llvm")
-    sketches = generate_sketches(task)
+    task, sketches, rng, x, ref = case.search_setup(sum(cfg), target="llvm")
     phased = [k for k, sk in enumerate(sketches) if "phase" in sk.name]
     assert phased and all("fuse" in sketches[k].name for k in phased)
-    rng = np.random.default_rng(sum(cfg))
-    x = case.make_inputs(rng)
-    ref = case.reference(x)[0]
     for i in range(4):
         k = phased[i % len(phased)]
         cand = materialize(task, k, sketches[k], Decisions(), rng)

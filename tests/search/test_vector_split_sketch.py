@@ -57,11 +57,7 @@ def test_recomputed_at_sees_a_row_reduction_inside_the_column_loop():
 
 def test_softmax_candidates_never_recompute_a_row_reduction_and_match_numpy():
     case = softmax(6, 200)
-    task = SearchTask(case.dag, hardware=HW)
-    sks = generate_sketches(task)
-    rng = np.random.default_rng(11)
-    x = case.make_inputs(rng)
-    ref = case.reference(x)[0]
+    task, sks, rng, x, ref = case.search_setup(11, hardware=HW)
     built = 0
     for _ in range(3):
         for n, sk in enumerate(sks):
