@@ -181,8 +181,8 @@ def phase_axes(state: State, sid: int) -> list:
         for e, stride in phase_conjuncts(z.op.body.cond):
             for atom, c in to_linear(substitute(e, at)).terms.values():
                 it = spatial.get(id(atom))
-                if it is not None and math.gcd(c, stride) == 1 \
-                        and (it.const_extent or 0) % stride == 0 and it.const_extent > stride:
+                ext = it.const_extent if it is not None else None
+                if ext and ext % stride == 0 and ext > stride and math.gcd(c, stride) == 1:
                     found[it.name] = stride
     return [(it.name, found[it.name]) for it in s.iters if it.name in found]
 

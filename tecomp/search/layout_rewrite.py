@@ -30,14 +30,14 @@ def pack_candidates(state) -> list:
                 or not an.is_tiled(state, rid) or an.has_data_dependent_loops(state, rid):
             continue
         spatial = {id(a): a.name for a in r.op.axes}
+        all_reads = [x for x in walk(r.op.body) if isinstance(x, TensorRead)]
         for t in r.op.inputs:
-            reads = [x for x in walk(r.op.body) if isinstance(x, TensorRead) and x.tensor is t]
+            reads = [x for x in all_reads if x.tensor is t]
             if id(t) not in inputs or len(reads) != 1:
                 continue
             # the dimension of an axis this input has alone: a batch axis that indexes the
             # other operand too (a batched matmul's b, h) stays where it is
-            shared = {id(v) for rd in walk(r.op.body)
-                      if isinstance(rd, TensorRead) and rd.tensor is not t
+            shared = {id(v) for rd in all_reads if rd.tensor is not t
                       for i in rd.indices for v in walk(i) if isinstance(v, Var)}
             dims = [d for d, i in enumerate(reads[0].indices)
                     if isinstance(i, Var) and id(i) in spatial and id(i) not in shared]

@@ -207,11 +207,10 @@ class MultiLevelTilingWithFusion(SketchRule):
         for inner in [None, *an.inner_axis_alternatives(p.state, sid)]:
             for level in (1, 2):
                 q = p.copy()
-                whole = _split_phases(q, sid, phases)
+                whole, scale = _split_phases(q, sid, phases)
                 axes = [it.name for it in q.state.stages[sid].iters
                         if it.kind is IterKind.SPATIAL and it.name not in whole]
                 parts = multi_level_tile(q, sid, inner_last=inner, whole=whole)
-                scale = {f"{nm}.0": stride for nm, stride in phases}
                 target = follow_tiling(q, cid, parts, axes, level, scale)
                 q.apply(ComputeAtStep(sid, cid, q.state.iter_index(cid, target)))
                 q.tag(f"fuse{level}" + (f"+{inner}-inner" if inner else ""))
@@ -235,15 +234,16 @@ class MultiLevelTiling(SketchRule):
         return [(p, sid - 1)]
 
 
-def _split_phases(p, sid: int, phases: list) -> set:
+def _split_phases(p, sid: int, phases: list) -> tuple:
     """Split a transposed conv's stride phases off the loops of its local accumulator
     (:func:`tiling.phase_split`); returns the phase loops, which stay whole and outermost in the
     tile, outside every reduction loop, so lowering's stride-phase pass cuts each tap that reads
     an inserted zero, and the register tile holds one phase (without the split the phase varied
     inside the register tile: the pass could only cut taps where that tile was one row wide).
-    The consumer keeps plain loops; its tiles span every phase (``follow_tiling``'s scale)."""
+    The consumer keeps plain loops; its tiles span every phase (``follow_tiling``'s scale,
+    returned with the phase loops)."""
     if not phases:
-        return set()
+        return set(), {}
     p.tag("phase")
     return phase_split(p, sid, phases)
 

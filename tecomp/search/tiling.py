@@ -15,15 +15,17 @@ __all__ = ["TILING_CPU", "multi_level_tile", "follow_tiling", "phase_split"]
 TILING_CPU = "SSRSRS"
 
 
-def phase_split(p: PartialSketch, sid: int, axes: list) -> set:
+def phase_split(p: PartialSketch, sid: int, axes: list) -> tuple:
     """Split each ``(loop name, stride)`` of ``axes`` (:func:`analysis.phase_axes`) by its
     stride: ``y`` becomes ``y.0`` (the rows of one phase) and ``y.1`` (the phase). Returns the
-    phase loops' names, which :func:`multi_level_tile` keeps whole at the outermost level."""
-    out = set()
+    phase loops' names, which :func:`multi_level_tile` keeps whole at the outermost level, and
+    ``{row loop: stride}``, the ``scale`` with which a consumer's tiles follow (every phase)."""
+    whole, scale = set(), {}
     for name, stride in axes:
         p.apply(SplitStep(sid, p.state.iter_index(sid, name), (stride,), True))
-        out.add(f"{name}.1")
-    return out
+        whole.add(f"{name}.1")
+        scale[f"{name}.0"] = stride
+    return whole, scale
 
 
 def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
@@ -103,9 +105,9 @@ def follow_tiling(p: PartialSketch, cid: int, parts: dict, producer_axes: list, 
             continue
         n_inner = len(pnames) - 1
         groups = tuple((k - 1, k) for k in range(1, level)) + ((level - 1, n_inner),)
-        k = (scale or {}).get(pname, 1)
+        widen = (scale or {}).get(pname, 1)
         p.apply(SplitStep(cid, pos, (1,) * len(groups), True),
-                lambda i, src=src, groups=groups, k=k: FollowHole(i, src, groups, k))
+                lambda i, src=src, groups=groups, w=widen: FollowHole(i, src, groups, w))
         groups_names.append([f"{cname}.{k}" for k in range(len(groups) + 1)])
     order = []
     depth = max(len(g) for g in groups_names)
