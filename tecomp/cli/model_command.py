@@ -45,6 +45,11 @@ def add_parser(sub, formatter, wrap) -> None:
     p.add_argument("--min-records", type=int, default=None, metavar="N",
                    help="a layer whose log holds at least N valid records gets no trial "
                         "(default: this run's even share, ceil(trials / layers); 0: tune all)")
+    p.add_argument("--in-place", type=int, default=6, metavar="K",
+                   help="after tuning, time each layer's K best records inside the compiled "
+                        "model, where its weights come from memory as they do in a real call, "
+                        "and log those timings for tc.compile_model to rank by (default 6; 0: "
+                        "skip)")
     p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     p.add_argument("--cost-model", choices=["auto", "xgb", "random"], default="auto",
                    help="auto: the learned model when xgboost is installed, else random")
@@ -85,6 +90,8 @@ def cmd_tune_model(args) -> int:
         raise CliError(f"no model file at {args.model!r}", code=2)
     if args.min_records is not None and args.min_records < 0:
         raise CliError(f"--min-records must be >= 0, got {args.min_records}", code=2)
+    if args.in_place < 0:
+        raise CliError(f"--in-place must be >= 0, got {args.in_place}", code=2)
     target = cmds.tune_target(args)
     layout = Layout.AUTO if args.layout == "auto" else Layout(args.layout.upper())
     try:
@@ -123,8 +130,22 @@ def cmd_tune_model(args) -> int:
         sub = TuneTasksResult([], [], allocation=[])
         print("every layer holds its records already: nothing to tune")
     out = merge_held(sub, todo, held, weights)
+    if args.in_place:
+        _rank_in_place(model, log, target, args)
     lay = "" if args.layout == "auto" else f", layout=tc.Layout.{args.layout.upper()}"
     lat = cmds.latency_text(out, " yet")
     print(f"tuned layers' latency (sum of count x best): {lat}; {sum(out.allocation)} trials. "
           f"Build it: tc.compile_model(tc.from_onnx({args.model!r}{lay}), log={log!r})")
     return 0
+
+
+def _rank_in_place(model, log, target, args) -> None:
+    from ..frontend.in_place import in_place_table, rank_in_place
+    if not os.path.exists(log):
+        return
+    print(f"timing each layer's {args.in_place} best records in place in the compiled model "
+          f"(their weights cold, as in a real call)", flush=True)
+    rows = rank_in_place(model, log, target, candidates=args.in_place, seed=args.seed,
+                         progress=lambda line: print("  " + line, flush=True))
+    if rows:
+        print(in_place_table(rows))

@@ -12,6 +12,7 @@ allocates only the model's outputs.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 import warnings
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from ..target import Target, TargetKind
 from .fusion import group_dag, partition
 from .graph import Model, ModelError, Op
 
-__all__ = ["CompiledModel", "compile_model", "Step"]
+__all__ = ["CompiledModel", "compile_model", "Step", "model_context"]
 
 
 @dataclass
@@ -55,11 +56,15 @@ class CompiledModel:
     untuned : list of str
         The layers with a reduction (those ``model.tasks()`` lists) that run with the default
         schedule (no record in the log).
+    context : str
+        The name under which the log holds this model's in-place timings (:mod:`.in_place`).
     """
 
     def __init__(self, name: str, target: Target, inputs: list, output_names: list, steps: list,
-                 slots: list, input_slots: list, output_slots: list, untuned: list):
+                 slots: list, input_slots: list, output_slots: list, untuned: list,
+                 context: str = ""):
         self.name, self.target = name, target
+        self.context = context  # its in-place timings' context in a log (model_context)
         self.input_names = [n for n, _, _ in inputs]
         self.output_names = list(output_names)
         self.input_specs = [(tuple(s), np.dtype(d)) for _, s, d in inputs]  # (shape, dtype)
@@ -121,6 +126,15 @@ class CompiledModel:
             self._run(args, kwargs, times)
             best = times if best is None else [min(a, b) for a, b in zip(best, times)]
         return [(st.name, t) for st, t in zip(self.steps, best)]
+
+    def replace_kernel(self, index: int, kernel, schedule=None) -> None:
+        """Run ``kernel`` (built from ``schedule``, for the same DAG and constants) as step
+        ``index`` from the next call on (:mod:`.in_place` times a layer's candidates this way)."""
+        st = self.steps[index]
+        st.kernel = kernel
+        if schedule is not None:
+            st.schedule = schedule
+        self._calls = None  # prepared again on the next call
 
     def _run(self, args, kwargs, times):
         arrays = self._arguments(args, kwargs)
@@ -223,9 +237,10 @@ def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
         for i in g.external_inputs():
             last_use[i] = k
     steps, untuned = [], []
-    for k, g in enumerate(groups):
-        gd = group_dag(model, g)
-        kernel, sched, tuned = _build_group(gd, target, log)
+    gds = [group_dag(model, g) for g in groups]
+    context = model_context(gds)
+    for k, (g, gd) in enumerate(zip(groups, gds)):
+        kernel, sched, tuned = _build_group(gd, target, log, context)
         if not tuned and g.anchor is not None:  # an index map alone has little to tune
             untuned.append(g.name)
         args = []
@@ -259,17 +274,25 @@ def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
                       UserWarning, stacklevel=2)
     inputs = [(n, model.values[n].shape, model.values[n].dtype) for n in model.inputs]
     return CompiledModel(model.name, target, inputs, model.outputs, steps, specs,
-                         [slot_of[n] for n in model.inputs], out_slots, untuned)
+                         [slot_of[n] for n in model.inputs], out_slots, untuned, context)
 
 
-def _build_group(gd, target, log):
-    """``(kernel, schedule, tuned)``: the group's kernel from the log's best record, or the
-    default schedule."""
+def model_context(gds: list) -> str:
+    """The context name under which a model's in-place timings are logged (see
+    :mod:`.in_place`): ``"model:"`` and a hash of its groups' workload keys in run order, so that
+    the same network (whatever its weights) finds them and another network does not."""
+    h = hashlib.sha256("|".join(gd.dag.workload_key for gd in gds).encode()).hexdigest()
+    return f"model:{h[:16]}"
+
+
+def _build_group(gd, target, log, context=""):
+    """``(kernel, schedule, tuned)``: the group's kernel from the log's best record (by its cost
+    measured in this model, where the log has that), or the default schedule."""
     sched = None
     if log is not None:
         from ..schedule.log_schedule import schedule_from_log
         try:
-            sched = schedule_from_log(gd.dag, log, target, on_missing="error")
+            sched = schedule_from_log(gd.dag, log, target, on_missing="error", context=context)
         except LookupError:
             sched = None
     tuned = sched is not None

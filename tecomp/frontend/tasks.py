@@ -93,7 +93,7 @@ def held_tasks(tasks: list, log, threshold: int) -> dict:
 
 def tune_model(model: Model, trials: int, log, target="llvm", options=None, measurer=None,
                progress=None, objective: str = "latency", include_simple: bool = False,
-               min_records: int | None = None):
+               min_records: int | None = None, in_place: int = 0):
     """Tune ``model``'s tasks with ``trials`` measurements in all (:func:`tecomp.tune_tasks`).
 
     Parameters
@@ -117,12 +117,18 @@ def tune_model(model: Model, trials: int, log, target="llvm", options=None, meas
     min_records : int, optional
         A task whose log holds at least this many valid records gets no trial (default: this
         run's even share, ``ceil(trials / tasks)``; 0: tune every task).
+    in_place : int
+        After tuning, time each task's ``in_place`` best records inside the compiled model and
+        log those timings, which :func:`tecomp.compile_model` then ranks by
+        (:func:`tecomp.frontend.in_place.rank_in_place`; 0, the default: skip). The ``tecomp
+        tune-model`` command does this with 6 unless told otherwise.
 
     Returns
     -------
     TuneTasksResult
         Every task's result, in :meth:`Model.tasks` order; a held task's is its best record,
-        with no trial in ``allocation``.
+        with no trial in ``allocation``. With ``in_place``, its ``in_place`` attribute holds
+        the :class:`~tecomp.frontend.in_place.InPlaceTask` rows.
     """
     from ..search.scheduler import TuneTasksResult, tune_tasks
     if not isinstance(model, Model):
@@ -142,7 +148,11 @@ def tune_model(model: Model, trials: int, log, target="llvm", options=None, meas
         sub = tune_tasks([tasks[i] for i in todo], trials, log=log,
                          weights=[weights[i] for i in todo], options=options,
                          measurer=measurer, progress=progress, objective=objective)
-    return merge_held(sub, todo, held, weights)
+    out = merge_held(sub, todo, held, weights)
+    if in_place:
+        from .in_place import rank_in_place
+        out.in_place = rank_in_place(model, log, target, candidates=in_place)
+    return out
 
 
 def merge_held(sub, todo: list, held: dict, weights: list):

@@ -7,7 +7,13 @@ import math
 import os
 import warnings
 
-from .records import load_records, ranked_family_records, ranked_records, warn_other_target
+from .records import (
+    load_records,
+    ranked_context_records,
+    ranked_family_records,
+    ranked_records,
+    warn_other_target,
+)
 from .target_match import missing_features
 
 __all__ = ["load_records_cached", "schedule_from_log", "select_from_log"]
@@ -15,9 +21,9 @@ __all__ = ["load_records_cached", "schedule_from_log", "select_from_log"]
 _LOG_CACHE: dict = {}
 
 
-def load_records_cached(path) -> list:
+def load_records_cached(path, contexts: bool = False) -> list:
     """``load_records`` memoized on (path, mtime, size): building many kernels from one large log
-    parses it once, and an appended log is re-read."""
+    parses it once, and an appended log is re-read. ``contexts`` as for ``load_records``."""
     path = os.path.abspath(os.fspath(path))
     try:
         st = os.stat(path)
@@ -25,14 +31,13 @@ def load_records_cached(path) -> list:
         raise FileNotFoundError(f"tuning log {path!r} does not exist") from None
     key = (path, st.st_mtime_ns, st.st_size)
     hit = _LOG_CACHE.get(path)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    recs = load_records(path)
-    _LOG_CACHE[path] = (key, recs)
-    return recs
+    if hit is None or hit[0] != key:
+        hit = (key, load_records(path, contexts=True))
+        _LOG_CACHE[path] = hit
+    return hit[1] if contexts else [r for r in hit[1] if not r.context]
 
 
-def schedule_from_log(dag, log, target, on_missing: str = "error"):
+def schedule_from_log(dag, log, target, on_missing: str = "error", context: str = ""):
     """The schedule of the best record in ``log`` for ``dag`` on ``target``, replayed on ``dag``;
     ``None`` (after a warning) when there is none and ``on_missing="default"``.
 
@@ -43,24 +48,33 @@ def schedule_from_log(dag, log, target, on_missing: str = "error"):
     several). With ``on_missing="error"``, no usable record raises ``LookupError`` naming the
     workload key, the target and what the log holds. A missing log file raises
     ``FileNotFoundError`` either way (a wrong path should not silently give an untuned kernel).
+
+    With a ``context`` (e.g. a compiled model's, :func:`tecomp.frontend.in_place.model_context`),
+    the records measured in that context, if the log holds any for ``dag``, rank first, by their
+    in-context cost.
     """
-    return _select(dag, log, target, on_missing)[0]
+    return _select(dag, log, target, on_missing, context)[0]
 
 
-def select_from_log(dag, log, target, on_missing: str = "error") -> tuple:
+def select_from_log(dag, log, target, on_missing: str = "error", context: str = "") -> tuple:
     """``(schedule, record)``: what :func:`schedule_from_log` picks, with the record it replayed
     (``(None, None)`` where it returns ``None``). ``record.workload_key`` differs from
     ``dag.workload_key`` when the record came from the DAG's family (another nnz)."""
-    return _select(dag, log, target, on_missing)
+    return _select(dag, log, target, on_missing, context)
 
 
-def _select(dag, log, target, on_missing: str) -> tuple:
+def _select(dag, log, target, on_missing: str, context: str = "") -> tuple:
     from .schedule import Schedule
     if on_missing not in ("error", "default"):
         raise ValueError(f"on_missing must be 'error' or 'default', got {on_missing!r}")
     records = load_records_cached(log)
     wkey, target = dag.workload_key, str(target)
     ranked, exact = ranked_records(records, wkey, target)
+    if context:
+        in_ctx = ranked_context_records(load_records_cached(log, contexts=True), wkey, target,
+                                        context)
+        if in_ctx:  # then the plain ranking, should none of them replay
+            ranked, exact = in_ctx + ranked, True
     if ranked and not exact:
         warn_other_target(ranked, target, stacklevel=5)
     failures = []

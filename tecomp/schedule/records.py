@@ -27,6 +27,13 @@ Required on reading: ``v``, ``key``, ``target``, ``steps``, ``result`` (with ``c
 A sparse workload's records also carry ``"family":FAMILY_KEY`` (last; written only when not
 empty): its workload key with the nnz abstracted (:mod:`tecomp.schedule.record_family`), by which
 a DAG of another nnz finds them. Readers that predate it ignore the field.
+
+A record with ``"ctx":CONTEXT`` (format version 2, so that older readers skip it) holds costs
+measured in a context rather than alone with warm caches: ``"model:HASH"`` is the per-occurrence
+time of the schedule measured in place in a compiled model (:mod:`tecomp.frontend.in_place`).
+Such costs do not compare with plain ones, so :func:`load_records` leaves these records out
+unless asked (``contexts=True``); the search never sees them, and only a build that names the
+context (``tc.compile_model``) ranks by them.
 Costs that are not finite are written as ``null`` (strict JSON) and read back as infinity.
 """
 from __future__ import annotations
@@ -42,11 +49,12 @@ from dataclasses import dataclass, field
 from .target_match import TargetMatch, match_target, same_target
 
 __all__ = ["RECORD_VERSION", "ErrorKind", "MeasureResult", "Record", "append_records",
-           "load_records", "best_record", "ranked_records", "ranked_family_records", "measured_keys",
-           "warn_other_target"]
+           "load_records", "best_record", "ranked_records", "ranked_context_records",
+           "ranked_family_records", "measured_keys", "warn_other_target"]
 
-#: The version this code writes, and the newest it reads.
-RECORD_VERSION = 1
+#: The newest version this code reads (and writes, for a record with a context; plain records are
+#: written as version 1).
+RECORD_VERSION = 2
 
 _COMPACT = (",", ":")
 
@@ -126,9 +134,12 @@ class Record:
     result: MeasureResult
     data_hash: str = ""
     flop_count: float = 0.0
-    version: int = RECORD_VERSION
+    version: int = 1
     #: the workload's family key (nnz abstracted; ``""``: a dense workload, or an older log)
     family: str = ""
+    #: where the costs were measured (``""``: alone, the search's measurements; see the module
+    #: docstring)
+    context: str = ""
 
     def __post_init__(self):
         self.workload_key = str(self.workload_key)
@@ -139,6 +150,7 @@ class Record:
         self.data_hash = str(self.data_hash or "")
         self.flop_count = float(self.flop_count)
         self.family = str(self.family or "")
+        self.context = str(self.context or "")
 
     @property
     def key(self) -> str:
@@ -153,7 +165,7 @@ class Record:
         """The record as one line of compact JSON (no trailing newline)."""
         r = self.result
         obj = {
-            "v": self.version,
+            "v": 2 if self.context else min(self.version, 1),
             "key": self.workload_key,
             "target": self.target,
             "steps": self.steps,
@@ -166,6 +178,8 @@ class Record:
         }
         if self.family:
             obj["family"] = self.family
+        if self.context:
+            obj["ctx"] = self.context
         return json.dumps(obj, separators=_COMPACT, allow_nan=False)
 
     @staticmethod
@@ -201,6 +215,8 @@ class Record:
             raise ValueError("'key' and 'target' must be strings")
         if not isinstance(obj.get("family", ""), str):
             raise ValueError("'family' must be a string")
+        if not isinstance(obj.get("ctx", ""), str):
+            raise ValueError("'ctx' must be a string")
         steps = obj["steps"]
         if not isinstance(steps, list) or not all(isinstance(s, list) and s and
                                                   isinstance(s[0], str) for s in steps):
@@ -230,7 +246,7 @@ class Record:
                 timestamp=res.get("time", 0.0))
             rec = Record(obj["key"], obj["target"], [], {}, result,
                          data_hash=obj.get("data", ""), flop_count=obj.get("flops", 0.0),
-                         version=v, family=obj.get("family", ""))
+                         version=v, family=obj.get("family", ""), context=obj.get("ctx", ""))
             rec.steps, rec.decisions = steps, decisions  # fresh from JSON: no normalizing
             return rec
         except (TypeError, ValueError) as e:
@@ -298,8 +314,11 @@ def _fsync_dir(d: str) -> None:
         os.close(fd)
 
 
-def load_records(path) -> list:
+def load_records(path, contexts: bool = False) -> list:
     """Read the records of a JSON-lines log.
+
+    The records measured in a context (``Record.context``, e.g. in place in a model) are left out
+    unless ``contexts`` is True: their costs do not compare with the others.
 
     Blank lines and lines starting with ``#`` are skipped. A line that is not a record this version
     reads (the truncated last line of a killed run, garbage, a newer format version) is skipped with
@@ -318,10 +337,13 @@ def load_records(path) -> list:
         if not s or s.startswith("#"):
             continue
         try:
-            out.append(Record.from_json(s))
+            rec = Record.from_json(s)
         except (ValueError, TypeError, RecursionError, MemoryError) as e:  # whatever the line holds
             warnings.warn(f"{path}:{n}: skipped a line that is not a tuning record: {e}",
                           RuntimeWarning, stacklevel=2)
+            continue
+        if contexts or not rec.context:
+            out.append(rec)
     return out
 
 
@@ -352,6 +374,28 @@ def ranked_family_records(records_or_path, family: str, target, exclude_key: str
     valid = [r for r in _as_records(records_or_path)
              if r.family == family and r.workload_key != exclude_key and r.result.is_valid]
     return _rank(valid, str(target))
+
+
+def ranked_context_records(records, workload_key: str, target, context: str) -> list:
+    """The valid records of ``workload_key`` measured in ``context`` for exactly ``target``, best
+    first by their median cost (in-place timings are noisy: one slow round does not decide), one
+    per distinct schedule; ``[]`` when there are none."""
+    t = str(target)
+    valid = [r for r in records if r.context == context and r.workload_key == workload_key
+             and r.result.is_valid and match_target(r.target, t) is TargetMatch.SAME]
+    valid.sort(key=lambda r: _median(r.result.costs))
+    seen, out = set(), []
+    for r in valid:
+        if r.key not in seen:
+            seen.add(r.key)
+            out.append(r)
+    return out
+
+
+def _median(xs) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
 def _rank(valid: list, target: str) -> tuple:

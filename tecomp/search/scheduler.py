@@ -81,6 +81,8 @@ class TuneTasksResult:
     weights: list
     history: list = field(default_factory=list)  # (total trials, weighted latency seconds)
     allocation: list = field(default_factory=list)  # trials per task
+    #: tc.tune_model(in_place=K): the InPlaceTask rows of the ranking in the compiled model
+    in_place: list = field(default_factory=list)
 
     @property
     def weighted_latency(self) -> float:
