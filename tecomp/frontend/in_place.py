@@ -84,11 +84,17 @@ def rank_in_place(model: Model, log, target="llvm", candidates: int = 6, rounds:
         raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
     say = progress or (lambda line: None)
     target = Target.parse(target)
+    from ..schedule.log_schedule import load_records_cached
+    records = load_records_cached(log)
+    per_key: dict = {}
+    for r in records:
+        per_key[r.workload_key] = per_key.get(r.workload_key, 0) + 1
+    if max(per_key.values(), default=0) < 2:  # nothing to choose between: skip the compile
+        say("in place: no layer has two records to choose between")
+        return []
     cm = compile_model(model, target, log)
     rng = np.random.default_rng(seed)
     args = _inputs(cm, inputs, rng)
-    from ..schedule.log_schedule import load_records_cached
-    records = load_records_cached(log)
     by_key: dict = {}  # workload key -> step indices
     for i, st in enumerate(cm.steps):
         if st.schedule is not None:

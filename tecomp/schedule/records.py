@@ -377,12 +377,15 @@ def ranked_family_records(records_or_path, family: str, target, exclude_key: str
 
 
 def ranked_context_records(records, workload_key: str, target, context: str) -> list:
-    """The valid records of ``workload_key`` measured in ``context`` for exactly ``target``, best
-    first by their median cost (in-place timings are noisy: one slow round does not decide), one
-    per distinct schedule; ``[]`` when there are none."""
+    """The valid records of ``workload_key`` measured in ``context`` for exactly ``target`` by the
+    latest ranking (the records sharing the newest timestamp: timings of another day and load do
+    not compare), best first by their median cost (in-place timings are noisy: one slow round
+    does not decide), one per distinct schedule; ``[]`` when there are none."""
     t = str(target)
     valid = [r for r in records if r.context == context and r.workload_key == workload_key
              and r.result.is_valid and match_target(r.target, t) is TargetMatch.SAME]
+    newest = max((r.result.timestamp for r in valid), default=0.0)
+    valid = [r for r in valid if r.result.timestamp == newest]
     valid.sort(key=lambda r: _median(r.result.costs))
     seen, out = set(), []
     for r in valid:
