@@ -190,7 +190,7 @@ def _default_schedule(dag):
     return default_schedule(dag)
 
 
-def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
+def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) -> CompiledModel:
     """Compile ``model`` for ``target``: one kernel per fused group.
 
     Parameters
@@ -202,6 +202,9 @@ def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
     log : str or path, optional
         A tuning log (:func:`tecomp.tune_model`): each group is built from its best record; a
         group without one gets the default schedule, with a warning naming it.
+    in_place : bool
+        Rank a layer's records by their timings in this model (:mod:`.in_place`) where the log
+        holds them (the default); False ranks by the search's timings alone.
 
     Returns
     -------
@@ -240,7 +243,7 @@ def compile_model(model: Model, target="llvm", log=None) -> CompiledModel:
     gds = [group_dag(model, g) for g in groups]
     context = model_context(gds)
     for k, (g, gd) in enumerate(zip(groups, gds)):
-        kernel, sched, tuned = _build_group(gd, target, log, context)
+        kernel, sched, tuned = _build_group(gd, target, log, context if in_place else "")
         if not tuned and g.anchor is not None:  # an index map alone has little to tune
             untuned.append(g.name)
         args = []

@@ -7,16 +7,11 @@ import math
 import os
 import warnings
 
-from .records import (
-    load_records,
-    ranked_context_records,
-    ranked_family_records,
-    ranked_records,
-    warn_other_target,
-)
-from .target_match import missing_features
+from .records import load_records, ranked_family_records, ranked_records, warn_other_target
+from .target_match import TargetMatch, match_target, missing_features
 
-__all__ = ["load_records_cached", "schedule_from_log", "select_from_log"]
+__all__ = ["load_records_cached", "schedule_from_log", "select_from_log",
+           "ranked_context_records"]
 
 _LOG_CACHE: dict = {}
 
@@ -141,6 +136,31 @@ def _from_family(dag, records, target: str, log) -> tuple:
         return None, None, ""
     return None, None, (f"; its family (the same workload with another nnz) has {len(refused)} "
                         f"record(s), none usable here (the best: {refused[0]})")
+
+
+def ranked_context_records(records, workload_key: str, target, context: str) -> list:
+    """The valid records of ``workload_key`` measured in ``context`` for exactly ``target`` by the
+    latest ranking (the records sharing the newest timestamp: timings of another day and load do
+    not compare), best first by their median cost (in-place timings are noisy: one slow round
+    does not decide), one per distinct schedule; ``[]`` when there are none."""
+    t = str(target)
+    valid = [r for r in records if r.context == context and r.workload_key == workload_key
+             and r.result.is_valid and match_target(r.target, t) is TargetMatch.SAME]
+    newest = max((r.result.timestamp for r in valid), default=0.0)
+    valid = [r for r in valid if r.result.timestamp == newest]
+    valid.sort(key=lambda r: _median(r.result.costs))
+    seen, out = set(), []
+    for r in valid:
+        if r.key not in seen:
+            seen.add(r.key)
+            out.append(r)
+    return out
+
+
+def _median(xs) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
 def _log_distance(a: float, b: float) -> float:

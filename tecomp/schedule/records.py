@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from .target_match import TargetMatch, match_target, same_target
 
 __all__ = ["RECORD_VERSION", "ErrorKind", "MeasureResult", "Record", "append_records",
-           "load_records", "best_record", "ranked_records", "ranked_context_records",
-           "ranked_family_records", "measured_keys", "warn_other_target"]
+           "load_records", "best_record", "ranked_records", "ranked_family_records", "measured_keys",
+           "warn_other_target"]
 
 #: The newest version this code reads (and writes, for a record with a context; plain records are
 #: written as version 1).
@@ -374,31 +374,6 @@ def ranked_family_records(records_or_path, family: str, target, exclude_key: str
     valid = [r for r in _as_records(records_or_path)
              if r.family == family and r.workload_key != exclude_key and r.result.is_valid]
     return _rank(valid, str(target))
-
-
-def ranked_context_records(records, workload_key: str, target, context: str) -> list:
-    """The valid records of ``workload_key`` measured in ``context`` for exactly ``target`` by the
-    latest ranking (the records sharing the newest timestamp: timings of another day and load do
-    not compare), best first by their median cost (in-place timings are noisy: one slow round
-    does not decide), one per distinct schedule; ``[]`` when there are none."""
-    t = str(target)
-    valid = [r for r in records if r.context == context and r.workload_key == workload_key
-             and r.result.is_valid and match_target(r.target, t) is TargetMatch.SAME]
-    newest = max((r.result.timestamp for r in valid), default=0.0)
-    valid = [r for r in valid if r.result.timestamp == newest]
-    valid.sort(key=lambda r: _median(r.result.costs))
-    seen, out = set(), []
-    for r in valid:
-        if r.key not in seen:
-            seen.add(r.key)
-            out.append(r)
-    return out
-
-
-def _median(xs) -> float:
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
 def _rank(valid: list, target: str) -> tuple:

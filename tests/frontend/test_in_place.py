@@ -78,6 +78,12 @@ def test_in_place_timings_are_logged_apart_and_rank_the_model_build(tmp_path):
         # without the context the search's best comes back
         _, rec = select_from_log(st.schedule.dag, log, cm.target)
         assert rec.cost == pytest.approx(1e-3)
+    plain_build = tc.compile_model(model, log=str(log), in_place=False)
+    for st in plain_build.steps:
+        if st.schedule is not None and st.name.startswith("conv2d"):
+            first = min((r for r in plain if r.workload_key == st.schedule.dag.workload_key),
+                        key=lambda r: r.cost)
+            assert st.schedule.key == first.key
     x = np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)
     np.testing.assert_allclose(cm(x), ort_run(proto, {"x": x})[0], rtol=1e-4, atol=1e-5)
     # only the latest ranking counts: an older one, however fast, does not compare
