@@ -45,11 +45,12 @@ def add_parser(sub, formatter, wrap) -> None:
     p.add_argument("--min-records", type=int, default=None, metavar="N",
                    help="a layer whose log holds at least N valid records gets no trial "
                         "(default: this run's even share, ceil(trials / layers); 0: tune all)")
-    p.add_argument("--in-place", type=int, default=6, metavar="K",
+    p.add_argument("--in-place", type=int, default=None, metavar="K",
                    help="after tuning, time each layer's K best records inside the compiled "
-                        "model, where its weights come from memory as they do in a real call, "
-                        "and log those timings for tc.compile_model to rank by (default 6; 0: "
-                        "skip)")
+                        "model on this machine, where its weights come from memory as they do "
+                        "in a real call, and log those timings for tc.compile_model to rank by "
+                        "(default 6, or 0 with --ray: the cluster's nodes may differ from this "
+                        "machine; 0: skip)")
     p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     p.add_argument("--cost-model", choices=["auto", "xgb", "random"], default="auto",
                    help="auto: the learned model when xgboost is installed, else random")
@@ -90,6 +91,8 @@ def cmd_tune_model(args) -> int:
         raise CliError(f"no model file at {args.model!r}", code=2)
     if args.min_records is not None and args.min_records < 0:
         raise CliError(f"--min-records must be >= 0, got {args.min_records}", code=2)
+    if args.in_place is None:
+        args.in_place = 0 if args.ray else 6
     if args.in_place < 0:
         raise CliError(f"--in-place must be >= 0, got {args.in_place}", code=2)
     target = cmds.tune_target(args)

@@ -93,7 +93,7 @@ def held_tasks(tasks: list, log, threshold: int) -> dict:
 
 def tune_model(model: Model, trials: int, log, target="llvm", options=None, measurer=None,
                progress=None, objective: str = "latency", include_simple: bool = False,
-               min_records: int | None = None, in_place: int = 0):
+               min_records: int | None = None, in_place: int | None = None):
     """Tune ``model``'s tasks with ``trials`` measurements in all (:func:`tecomp.tune_tasks`).
 
     Parameters
@@ -117,11 +117,12 @@ def tune_model(model: Model, trials: int, log, target="llvm", options=None, meas
     min_records : int, optional
         A task whose log holds at least this many valid records gets no trial (default: this
         run's even share, ``ceil(trials / tasks)``; 0: tune every task).
-    in_place : int
-        After tuning, time each task's ``in_place`` best records inside the compiled model and
-        log those timings, which :func:`tecomp.compile_model` then ranks by
-        (:func:`tecomp.frontend.in_place.rank_in_place`; 0, the default: skip). The ``tecomp
-        tune-model`` command does this with 6 unless told otherwise.
+    in_place : int, optional
+        After tuning, time each task's ``in_place`` best records inside the compiled model on
+        this machine and log those timings, which :func:`tecomp.compile_model` then ranks by
+        (:func:`tecomp.frontend.in_place.rank_in_place`; 0: skip). Default: 6 when the
+        candidates are measured here (no ``measurer``), else 0 (a cluster's nodes may not be
+        this machine: run it there with ``trials=0``).
 
     Returns
     -------
@@ -149,6 +150,8 @@ def tune_model(model: Model, trials: int, log, target="llvm", options=None, meas
                          weights=[weights[i] for i in todo], options=options,
                          measurer=measurer, progress=progress, objective=objective)
     out = merge_held(sub, todo, held, weights)
+    if in_place is None:
+        in_place = 6 if measurer is None else 0
     if in_place:
         from .in_place import rank_in_place
         out.in_place = rank_in_place(model, log, target, candidates=in_place)
