@@ -143,9 +143,9 @@ def rank_in_place(model: Model, log, target="llvm", candidates: int = 6, rounds:
     out, new = [], []
     now = time.time()
     for key, idx, cands in tasks:
-        med = {c: float(np.median(v)) for c, v in fresh[key].items()}
-        chosen = min(med, key=med.get)
-        for c, v in fresh[key].items():
+        med = {c: float(np.median(v)) for c, v in sorted(fresh[key].items())}
+        chosen = min(med, key=med.get)  # the search's best (0) first: it keeps a tie
+        for c, v in sorted(fresh[key].items()):  # and so does compile_model's stable sort
             rec = cands[c][0]
             new.append(Record(rec.workload_key, rec.target, rec.steps, rec.decisions,
                               MeasureResult(costs=tuple(v), timestamp=now), rec.data_hash,
