@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 
 import numpy as np
 
@@ -16,6 +17,19 @@ __all__ = ["build", "Kernel"]
 
 _CACHE: dict = {}
 _CACHE_LOCK = threading.Lock()
+
+
+class _BoundEntry:
+    """A cache entry that holds build-time constants (packed weights): it lives only while a
+    kernel built from it does, so a process that compiles many models, or many candidates of
+    one (in-place ranking), does not keep every packed weight it ever made."""
+    __slots__ = ("value", "__weakref__")
+
+    def __init__(self, value):
+        self.value = value
+
+
+_BOUND_CACHE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 class Kernel:
@@ -38,10 +52,17 @@ class Kernel:
         self._validator = IndexValidator(dag)
         #: build-time constants: (arrays by input name, arrays bound after the free inputs)
         self._bound = bound if bound is not None else ({}, [])
+        self._cache_entry = None  # keeps its entry of the build cache alive (_BoundEntry)
 
     @property
     def loop_ir(self) -> PrimFunc:
         return self.func
+
+    @property
+    def bound_arrays(self) -> tuple:
+        """The arrays bound at build time and passed after the call's inputs: the constants, a
+        packed weight in its packed layout (read-only; empty without ``constants=``)."""
+        return tuple(self._bound[1])
 
     @property
     def constant_names(self) -> tuple:
@@ -294,11 +315,17 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
         raise ValueError("the schedule was made for a different ComputeDAG")
     sched_key = "default" if schedule is None else schedule.key
     key = (dag.workload_key, sched_key, str(target), target.features, _constants_key(constants))
+    entry = None
     with _CACHE_LOCK:
         hit = _CACHE.get(key) if cache else None
+        if cache and hit is None:
+            entry = _BOUND_CACHE.get(key)
+            hit = None if entry is None else entry.value
     if hit is not None:
         func, compiled, bound = hit
-        return Kernel(dag, target, func, compiled, bound)
+        kernel = Kernel(dag, target, func, compiled, bound)
+        kernel._cache_entry = entry
+        return kernel
     bound = None
     if target.kind is TargetKind.CUDA:
         func, compiled = _build_cuda(dag, schedule, target)
@@ -320,10 +347,14 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
         func = lower(dag if schedule is None else schedule)
         verify(func)
         compiled = compile_cpu(func)
+    kernel = Kernel(dag, target, func, compiled, bound)
     if cache:
         with _CACHE_LOCK:
-            _CACHE[key] = (func, compiled, bound)
-    return Kernel(dag, target, func, compiled, bound)
+            if bound is None:
+                _CACHE[key] = (func, compiled, bound)
+            else:
+                kernel._cache_entry = _BOUND_CACHE[key] = _BoundEntry((func, compiled, bound))
+    return kernel
 
 
 def _check_constants(dag: ComputeDAG, target: Target, constants) -> dict:

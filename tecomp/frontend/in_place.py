@@ -9,12 +9,14 @@ in which they walk the weights decides how well the prefetchers hide the misses.
 ranking is kept; this adds a second opinion for the one place where it matters.
 
 How: the model is compiled from the log's best records; each task's ``candidates`` best distinct
-records are built for every layer of the task. A round runs the model once per candidate rank
+records are replayed for every layer of the task. A round runs the model once per candidate rank
 ``c`` with every task's ``c``-th candidate in place at once (one model run serves all tasks),
 and times each layer in place (:meth:`CompiledModel.profile`); the ranks run in a fresh random
-order each round. A candidate's in-place cost is the per-layer mean of its task's layers, one
+order each round. Each run builds the kernels it times (their code comes from the build cache,
+their weights are packed again), so memory holds one candidate set, not ``candidates`` copies of
+the model's weights. A candidate's in-place cost is the per-layer mean of its task's layers, one
 value per round. The least median of several noisy candidates is biased low, so the winner and
-the search's best then run again, head to head, for as many rounds; only these fresh timings are
+the search's best then run again, head to head, for twice as many rounds; only these timings are
 appended to the log, as records with the model's context (:func:`~.compiled.model_context`),
 which ``tc.compile_model`` ranks by their median. The search never reads them
 (``load_records`` leaves them out).
@@ -64,7 +66,8 @@ def rank_in_place(model: Model, log, target="llvm", candidates: int = 6, rounds:
     candidates : int
         Distinct records per task (by the search's cost); a task with fewer than two is skipped.
     rounds : int
-        Runs of every candidate rank, in a new order each round.
+        Runs of every candidate rank, in a new order each round; then twice as many rounds of
+        the head-to-head.
     inputs : list of numpy arrays, optional
         The model's inputs (default: random normal floats; integers 0 and 1, valid as indices of
         any Gather).
@@ -99,16 +102,16 @@ def rank_in_place(model: Model, log, target="llvm", candidates: int = 6, rounds:
     for i, st in enumerate(cm.steps):
         if st.schedule is not None:
             by_key.setdefault(st.schedule.dag.workload_key, []).append(i)
-    tasks = []  # (key, steps, [(record, {step: (kernel, schedule)})])
+    tasks = []  # (key, steps, [(record, {step: schedule})])
     for key, idx in by_key.items():
         ranked, exact = ranked_records(records, key, target)
         if not exact:
             continue
         cands = []
         for rec in ranked[:candidates]:
-            built = _build_candidate(cm, idx, rec)
-            if built is not None:
-                cands.append((rec, built))
+            scheds = _candidate(cm, idx, rec)
+            if scheds is not None:
+                cands.append((rec, scheds))
         if len(cands) >= 2:
             tasks.append((key, idx, cands))
     say(f"in place: {len(tasks)} task(s), up to {candidates} candidates each, {rounds} round(s)")
@@ -118,10 +121,15 @@ def rank_in_place(model: Model, log, target="llvm", candidates: int = 6, rounds:
 
     def run(pick: dict, into: dict) -> None:
         """One timed model run with candidate ``pick[key]`` of every task; each task's in-place
-        time (per layer) is appended to ``into[key][pick[key]]``."""
+        time (per layer) is appended to ``into[key][pick[key]]``. The kernels are built for the
+        run (their code comes from the build cache; their weights are packed again) and replace
+        the previous run's, whose packed weights are freed: one candidate set in memory, not
+        ``candidates`` copies of the model's weights."""
         for key, idx, cands in tasks:
-            for i, (kernel, sched) in cands[pick[key]][1].items():
-                cm.replace_kernel(i, kernel, sched)
+            for i, sched in cands[pick[key]][1].items():
+                st = cm.steps[i]
+                cm.replace_kernel(i, build(sched.dag, cm.target, schedule=sched,
+                                           constants=st.constants or None), sched)
         cm(*args)  # the swapped kernels' first call prepares them
         times = [t for _, t in cm.profile(*args, repeat=2)]
         for key, idx, _ in tasks:
@@ -136,7 +144,7 @@ def rank_in_place(model: Model, log, target="llvm", candidates: int = 6, rounds:
     # search's best and the winner run again, head to head, and only these fresh timings rank
     winner = {key: min(v, key=lambda c: np.median(v[c])) for key, v in seen.items()}
     fresh: dict = {key: {} for key, _, _ in tasks}
-    for r in range(rounds):
+    for r in range(2 * rounds):  # two candidates, not six: twice the rounds cost a third as much
         for side in rng.permutation(2):
             run({key: winner[key] if side else 0 for key in winner}, fresh)
     say("in place: head-to-head rounds done")
@@ -157,16 +165,14 @@ def rank_in_place(model: Model, log, target="llvm", candidates: int = 6, rounds:
     return out
 
 
-def _build_candidate(cm, idx: list, rec) -> dict | None:
-    """``{step: (kernel, schedule)}`` of ``rec`` for the steps ``idx``; None when it does not
-    replay or build (a record of an older version: the plain ranking already skips it)."""
-    out = {}
+def _candidate(cm, idx: list, rec) -> dict | None:
+    """``{step: schedule}`` of ``rec`` for the steps ``idx``; None when it does not replay or
+    build (a record of an older version: the plain ranking already skips it). One step is built
+    to check: the others share its code (the same DAG), only their weights differ."""
     try:
-        for i in idx:
-            st = cm.steps[i]
-            sched = Schedule.from_records(st.schedule.dag, rec.steps)
-            out[i] = (build(st.schedule.dag, cm.target, schedule=sched,
-                            constants=st.constants or None), sched)
+        out = {i: Schedule.from_records(cm.steps[i].schedule.dag, rec.steps) for i in idx}
+        st = cm.steps[idx[0]]
+        build(st.schedule.dag, cm.target, schedule=out[idx[0]], constants=st.constants or None)
     except Exception:  # noqa: BLE001 - such a record is simply not a candidate
         return None
     return out

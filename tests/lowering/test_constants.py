@@ -70,6 +70,21 @@ def test_the_cache_tells_constants_apart(packed_matmul):
     assert again.compiled is k1.compiled  # equal values: one compiled kernel
 
 
+def test_the_cache_keeps_packed_weights_only_while_a_kernel_uses_them(packed_matmul):
+    import gc
+    import weakref
+    wl, s, (a, b) = packed_matmul
+    b3 = b * 3.0
+    k = tc.build(wl.dag, schedule=s, constants={"B": b3})
+    packed = weakref.ref(k.bound_arrays[0])
+    assert tc.build(wl.dag, schedule=s, constants={"B": b3}).bound_arrays[0] is packed()
+    del k
+    gc.collect()
+    assert packed() is None  # freed with its last kernel: the cache does not hold it
+    k = tc.build(wl.dag, schedule=s, constants={"B": b3})  # packed again, the code reused
+    np.testing.assert_allclose(k(a), wl.reference([a, b3])[0], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("method", ["direct", "implicit_gemm"])
 def test_conv_packed_weight_matches_the_unpacked_kernel(layout, method):
