@@ -5,7 +5,7 @@ system's output is checked against ONNX Runtime's.
 
     benchmarks/run.sh models_vs_peers.py [--only resnet50 mobilenet_v2 bert_base]
         [--log mobilenet_v2=tuning_logs/znver3/mobilenet_v2.jsonl ...] [--layout auto]
-        [--rounds 5] [--cache DIR] [--export-only] [--compare-in-place]
+        [--rounds 5] [--cache DIR] [--export-only]
 
 Models: ResNet-50 and MobileNet-V2 (plain-torch definitions in torch_models.py, random weights
 with random BatchNorm statistics) and a BERT-base encoder (transformers' ``BertModel(BertConfig())``,
@@ -13,9 +13,7 @@ sequence length 128, where transformers is installed), exported to ONNX once (To
 exporter, opset 17) into ``--cache`` (``--export-only`` stops there: the files to tune with
 ``tecomp tune-model``). A model without ``--log`` runs tecomp's default schedules. ``--layout``
 is the convolutions' layout (``tc.from_onnx(layout=)``): a log only serves the layout it was
-tuned in (``tecomp tune-model --layout``, default auto on both sides). ``--compare-in-place``
-adds tecomp built from the search's ranking alone (``compile_model(..., in_place=False)``) beside
-the default build, which ranks each layer by its timings in the model where the log holds them.
+tuned in (``tecomp tune-model --layout``, default auto on both sides).
 
 The last table has one row per model: each system's best configuration (over thread counts and
 variants), tecomp's ratio to the best peer (above 1: tecomp faster), and the log's trials.
@@ -84,9 +82,6 @@ def main():
     ap.add_argument("--cache", default=os.path.join(os.path.dirname(__file__), ".onnx_cache"))
     ap.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
                     help="the layout tecomp runs the convolutions in (as tuned)")
-    ap.add_argument("--compare-in-place", action="store_true",
-                    help="also time tecomp built from the search's ranking alone (without the "
-                         "log's in-place timings: tc.compile_model(..., in_place=False))")
     ap.add_argument("--export-only", action="store_true",
                     help="write the ONNX files into --cache and stop")
     args = ap.parse_args()
@@ -120,12 +115,6 @@ def main():
         cfgs = [Config(TECOMP, variant, n, lambda: cm(*xs), tecomp_threads(n),
                        lambda: np.asarray(cm(*xs) if len(cm.output_names) == 1 else cm(*xs)[0]))
                 for n in thread_counts()]
-        if args.compare_in_place and name in logs:
-            plain = tc.compile_model(model, target="llvm", log=logs[name], in_place=False)
-            cfgs += [Config(TECOMP, variant + " search-ranked", n, lambda: plain(*xs),
-                            tecomp_threads(n), lambda: np.asarray(
-                                plain(*xs) if len(plain.output_names) == 1 else plain(*xs)[0]))
-                     for n in thread_counts()]
         ort = ort_configs(path, feeds)
         ref = ort[0].output()
         tasks = model.tasks()

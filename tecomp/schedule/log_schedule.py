@@ -27,9 +27,10 @@ def load_records_cached(path, contexts: bool = False) -> list:
     key = (path, st.st_mtime_ns, st.st_size)
     hit = _LOG_CACHE.get(path)
     if hit is None or hit[0] != key:
-        hit = (key, load_records(path, contexts=True))
+        every = load_records(path, contexts=True)
+        hit = (key, every, [r for r in every if not r.context])
         _LOG_CACHE[path] = hit
-    return hit[1] if contexts else [r for r in hit[1] if not r.context]
+    return hit[1] if contexts else hit[2]
 
 
 def schedule_from_log(dag, log, target, on_missing: str = "error", context: str = ""):
@@ -44,7 +45,7 @@ def schedule_from_log(dag, log, target, on_missing: str = "error", context: str 
     workload key, the target and what the log holds. A missing log file raises
     ``FileNotFoundError`` either way (a wrong path should not silently give an untuned kernel).
 
-    With a ``context`` (e.g. a compiled model's, :func:`tecomp.frontend.in_place.model_context`),
+    With a ``context`` (e.g. a compiled model's, :func:`tecomp.frontend.compiled.model_context`),
     the records measured in that context, if the log holds any for ``dag``, rank first, by their
     in-context cost.
     """

@@ -165,7 +165,7 @@ class Record:
         """The record as one line of compact JSON (no trailing newline)."""
         r = self.result
         obj = {
-            "v": 2 if self.context else min(self.version, 1),
+            "v": 2 if self.context else 1,
             "key": self.workload_key,
             "target": self.target,
             "steps": self.steps,
