@@ -6,9 +6,10 @@ pack a weight run once, at compile time). Its schedule is the best record of the
 its workload key, or, when the log has none (or no log is given), the default schedule, with a
 warning that names the layer. Groups of one workload key and weights share one kernel.
 
-Intermediate values live in buffers assigned at compile time: a value's buffer returns to the
-pool after its last reader runs, and a later value of the same shape and dtype takes it, so a call
-allocates only the model's outputs.
+Every intermediate value has its own slot; the slots live in one arena whose layout
+:mod:`.memory_plan` derives from the values' live ranges (values never live together share
+bytes), allocated on the first call and reused by every later one, so a call allocates only the
+model's outputs.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from ..build import build
 from ..target import Target, TargetKind
 from .fusion import group_dag, partition
 from .graph import Model, ModelError, Op
+from .memory_plan import allocate, live_ranges
 
 __all__ = ["CompiledModel", "compile_model", "Step", "model_context"]
 
@@ -138,12 +140,14 @@ class CompiledModel:
 
     def _run(self, args, kwargs, times):
         arrays = self._arguments(args, kwargs)
+        out_slots = {s for s in self.output_slots if isinstance(s, int)}
         if self._buffers is None:  # planned once; allocated on the first call
-            self._buffers = [np.empty(s, d) for s, d in self.slot_specs]
+            ranges = live_ranges(len(self.slot_specs), self.steps,
+                                 set(self.input_slots) | out_slots)
+            self._buffers = allocate(self.slot_specs, ranges)
         bufs = list(self._buffers)
         for slot, a in zip(self.input_slots, arrays):
             bufs[slot] = a
-        out_slots = {s for s in self.output_slots if isinstance(s, int)}
         for slot in out_slots:  # outputs are new arrays: the caller keeps them
             if slot not in self.input_slots:
                 bufs[slot] = np.empty(*self.slot_specs[slot])
@@ -218,31 +222,20 @@ def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) 
         raise NotImplementedError(f"compile_model supports the llvm target, not {target}")
     groups = partition(model)
     slot_of: dict = {}
-    specs: list = []
-    free: dict = {}  # (shape, dtype) -> free slots
-    outputs = set(model.outputs)
+    specs: list = []  # one slot per value; memory_plan decides which of them share bytes
 
-    def new_slot(name, reuse=True):
+    def new_slot(name):
         v = model.values[name]
-        key = (v.shape, v.dtype.str)
-        pool = free.get(key)
-        if reuse and pool:
-            slot_of[name] = pool.pop()
-        else:
-            slot_of[name] = len(specs)
-            specs.append((v.shape, v.dtype))
+        slot_of[name] = len(specs)
+        specs.append((v.shape, v.dtype))
         return slot_of[name]
 
     for name in model.inputs:
-        new_slot(name, reuse=False)
-    last_use = {}
-    for k, g in enumerate(groups):
-        for i in g.external_inputs():
-            last_use[i] = k
+        new_slot(name)
     steps, untuned = [], []
     gds = [group_dag(model, g) for g in groups]
     context = model_context(gds)
-    for k, (g, gd) in enumerate(zip(groups, gds)):
+    for g, gd in zip(groups, gds):
         kernel, sched, tuned = _build_group(gd, target, log, context if in_place else "")
         if not tuned and g.anchor is not None:  # an index map alone has little to tune
             untuned.append(g.name)
@@ -256,12 +249,8 @@ def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) 
             if n.op is Op.GATHER and n.inputs[1] in slot_of:
                 size = model.values[n.inputs[0]].shape[n.attrs["axis"]]
                 checks.append((slot_of[n.inputs[1]], size, n.describe()))
-        out = new_slot(g.output, reuse=g.output not in outputs)
+        out = new_slot(g.output)
         steps.append(Step(kernel, args, out, g.name, checks, sched, gd.constants))
-        for name in gd.runtime:  # values read for the last time go back to the pool
-            if last_use.get(name) == k and name not in outputs and name not in model.inputs:
-                v = model.values[name]
-                free.setdefault((v.shape, v.dtype.str), []).append(slot_of[name])
     out_slots = []
     for name in model.outputs:
         if name in slot_of:
