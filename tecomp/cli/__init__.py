@@ -137,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"timings per candidate (default {d.repeat})")
     p.add_argument("--min-repeat-ms", type=int, default=d.min_repeat_ms,
                    help=f"each timing lasts at least this long (default {d.min_repeat_ms})")
+    p.add_argument("--flush-cache", action="store_true",
+                   help="time each candidate with the caches flushed first (its weights come "
+                        "from memory, as in a network's call); its costs rank only against "
+                        "other cold ones, so start a fresh log")
     p.add_argument("--workers", type=int, default=d.n_workers,
                    help=f"build worker processes (default {d.n_workers})")
     p.add_argument("--ray", default=None, metavar="ADDRESS",

@@ -59,6 +59,9 @@ def add_parser(sub, formatter, wrap) -> None:
     p.add_argument("--measures-per-round", type=int, default=d.measures_per_round)
     p.add_argument("--repeat", type=int, default=d.repeat)
     p.add_argument("--min-repeat-ms", type=int, default=d.min_repeat_ms)
+    p.add_argument("--flush-cache", action="store_true",
+                   help="time candidates with the caches flushed (cold weights, as in the "
+                        "model); use a fresh log: cold and warm costs do not rank together")
     p.add_argument("--workers", type=int, default=d.n_workers)
     p.add_argument("--build-timeout", type=float, default=d.build_timeout)
     p.add_argument("--run-timeout", type=float, default=d.run_timeout)

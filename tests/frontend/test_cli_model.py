@@ -83,3 +83,12 @@ def test_ctrl_c_stops_tune_model_cleanly_and_the_log_resumes(tmp_path):
     again = load_records(log)
     assert len(again) == len(recs) + 4
     assert len({(x.workload_key, x.key) for x in again}) == len(again)  # nothing measured twice
+
+
+@pytest.mark.parametrize("argv", [["tune", "matmul", "--shape", "8", "8", "8"], ["tune-model", "m.onnx"]])
+def test_flush_cache_flag_reaches_the_tuning_options(argv):
+    from tecomp.cli import build_parser
+    from tecomp.cli.commands import tuning_options
+    parser = build_parser()
+    assert tuning_options(parser.parse_args(argv)).flush_cache is False
+    assert tuning_options(parser.parse_args(argv + ["--flush-cache"])).flush_cache is True
