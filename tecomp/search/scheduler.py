@@ -33,7 +33,8 @@ from .measure import LocalMeasurer
 from .task import TuningOptions
 from .tune import TaskTuner, default_cost_model, log_lock
 
-__all__ = ["tune_tasks", "TuneTasksResult", "SchedulerStrategy", "SchedulerObjective"]
+__all__ = ["tune_tasks", "TuneTasksResult", "SchedulerStrategy", "SchedulerObjective",
+           "task_kind"]
 
 ALPHA = 0.2   # weight of the backward (observed) slope against the forward estimate
 BETA = 2.0    # a lagging task is expected to reach 1/BETA of its best similar task's FLOP rate
@@ -199,6 +200,17 @@ def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps, objective
     return min(grads, key=lambda i: grads[i])  # the most negative expected change
 
 
+def task_kind(dag) -> tuple:
+    """What a task computes, for comparing FLOP rates: the tags of its reduction stages with their
+    number of reduction axes longer than 1 (a fused group's output is often its elementwise epilogue, so the
+    output's tag alone would rank a softmax ending in a ``where`` beside a matmul ending in an
+    ``add``; and a depthwise conv, which reduces over no channel, is memory-bound beside a dense
+    one of the same tag), else its output's tag."""
+    tags = tuple(sorted({(s.op.tag, sum(a.const_extent != 1 for a in s.reduce_axes))
+                         for s in dag.compute_stages if s.reduce_axes}))
+    return tags or (dag.outputs[0].op.tag,)
+
+
 def _gradient(i, tuners, weights, best_hist, objective=SchedulerObjective.LATENCY) -> float:
     """Expected change of the objective per trial spent on task ``i`` (negative: gain)."""
     res = tuners[i].result
@@ -215,9 +227,9 @@ def _gradient(i, tuners, weights, best_hist, objective=SchedulerObjective.LATENC
     # forward: latency shrinking like 1/trials, or reaching 1/BETA of the best FLOP rate a task
     # of the same kind reaches, whichever is lower (Ansor's min(g_next_1, g_next_2))
     flops = tuners[i].flops
+    kind = task_kind(tuners[i].task.dag)
     similar = [tu.flops / tu.result.best_cost for tu in tuners
-               if math.isfinite(tu.result.best_cost) and tu.task.dag.outputs[0].op.tag
-               == tuners[i].task.dag.outputs[0].op.tag]
+               if math.isfinite(tu.result.best_cost) and task_kind(tu.task.dag) == kind]
     g_next = g - g / trials
     if similar:
         g_next = min(g_next, BETA * flops / max(similar))
