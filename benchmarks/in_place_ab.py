@@ -8,6 +8,9 @@ round, at 2 threads. Both builds' outputs are checked against each other.
 
 The paired rounds matter more than the medians on a noisy machine: the line "faster in k of n
 rounds" counts the rounds in which the in-place build beat the search-ranked one.
+
+``--model NAME=LOG,OTHER_LOG`` compares two logs instead (each build ranked as
+``tc.compile_model`` ranks by default), e.g. a fresh cold-measured tuning against the shipped one.
 """
 import argparse
 import os
@@ -29,15 +32,18 @@ def main():
     ap.add_argument("--cache", default=os.path.join(os.path.dirname(__file__), ".onnx_cache"))
     args = ap.parse_args()
     for item in args.model:
-        name, _, log = item.partition("=")
+        name, _, logs = item.partition("=")
+        log, _, other = logs.partition(",")
         path = os.path.join(args.cache, f"{name}.onnx")
-        if not os.path.isfile(path) or not os.path.isfile(log):
-            ap.error(f"--model {item}: need {path} (models_vs_peers.py --export-only) and {log}")
+        if not os.path.isfile(path) or not all(os.path.isfile(f) for f in (log, other or log)):
+            ap.error(f"--model {item}: need {path} (models_vs_peers.py --export-only) and {logs}")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = tc.from_onnx(path)
             ranked = tc.compile_model(model, log=log)
-            plain = tc.compile_model(model, log=log, in_place=False)
+            plain = (tc.compile_model(model, log=other) if other else
+                     tc.compile_model(model, log=log, in_place=False))
+        labels = (log, other) if other else ("in-place ranked", "search-ranked")
         rng = np.random.default_rng(0)
         xs = [rng.integers(0, 2, s).astype(d) if d.kind in "iu" else
               rng.standard_normal(s).astype(d) for s, d in ranked.input_specs]
@@ -46,19 +52,18 @@ def main():
         err = max(float(np.max(np.abs(a - b)) / (np.max(np.abs(b)) or 1.0))
                   for a, b in zip(ya, yb))
         assert err < 1e-3, f"{name}: the two builds differ (max relative error {err:.2e})"
-        cmp = compare([Config(TECOMP, "in-place ranked", 2, lambda m=ranked: m(*xs),
-                              tecomp_threads(2)),
-                       Config(TECOMP, "search-ranked", 2, lambda m=plain: m(*xs),
-                              tecomp_threads(2))], rounds=args.rounds)
+        cmp = compare([Config(TECOMP, labels[0], 2, lambda m=ranked: m(*xs), tecomp_threads(2)),
+                       Config(TECOMP, labels[1], 2, lambda m=plain: m(*xs), tecomp_threads(2))],
+                      rounds=args.rounds)
         a, b = cmp.timings
-        print(f"== {name} ({log}), 2 threads, {args.rounds} rounds")
+        print(f"== {name} ({logs}), 2 threads, {args.rounds} rounds")
         for t in (a, b):
             print(f"  {t.config.variant:<16} median {t.median * 1e3:9.3f} ms  spread "
                   f"{t.low * 1e3:.3f}..{t.high * 1e3:.3f}  rounds "
                   + " ".join(f"{x * 1e3:.2f}" for x in t.per_round))
         wins = sum(x < y for x, y in zip(a.per_round, b.per_round))
-        print(f"  in-place ranked faster in {wins} of {len(a.per_round)} rounds; median ratio "
-              f"search-ranked / in-place {b.median / a.median:.3f}", flush=True)
+        print(f"  {labels[0]} faster in {wins} of {len(a.per_round)} rounds; median ratio "
+              f"{labels[1]} / {labels[0]} {b.median / a.median:.3f}", flush=True)
 
 
 if __name__ == "__main__":
