@@ -201,11 +201,12 @@ def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps, objective
 
 
 def task_kind(dag) -> tuple:
-    """What a task computes, for comparing FLOP rates: the tags of its reduction stages with their
-    number of reduction axes longer than 1 (a fused group's output is often its elementwise epilogue, so the
-    output's tag alone would rank a softmax ending in a ``where`` beside a matmul ending in an
-    ``add``; and a depthwise conv, which reduces over no channel, is memory-bound beside a dense
-    one of the same tag), else its output's tag."""
+    """What a task computes, for comparing FLOP rates: the tags of its reduction stages, each with
+    its number of reduction axes longer than 1, else its output's tag.
+
+    A fused group's output is often its elementwise epilogue, so the output's tag alone would rank
+    a softmax ending in a ``where`` beside a matmul ending in an ``add``; and a depthwise conv,
+    which reduces over no channel, is memory-bound beside a dense one of the same tag."""
     tags = tuple(sorted({(s.op.tag, sum(a.const_extent != 1 for a in s.reduce_axes))
                          for s in dag.compute_stages if s.reduce_axes}))
     return tags or (dag.outputs[0].op.tag,)
