@@ -7,6 +7,7 @@ import weakref
 
 import numpy as np
 
+from .codegen.memory import aligned_empty
 from .ir.dag import ComputeDAG
 from .ir.loop import PrimFunc, verify
 from .ir.validate import IndexValidator
@@ -204,7 +205,7 @@ class Kernel:
                             f"{len(inputs)} were given{fixed}")
         arrays = [_check_array(a, t, "input") for a, t in zip(inputs, free)]
         if out is None:
-            outs = [np.empty(t.shape, dtype=t.dtype.np) for t in dag.outputs]
+            outs = [aligned_empty(t.shape, t.dtype.np) for t in dag.outputs]
         else:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             if len(outs) != len(dag.outputs):
@@ -404,7 +405,7 @@ def _bind_constants(dag: ComputeDAG, compiled_split: tuple, constants: dict) -> 
     by_param = {b: constants[dag.inputs[pos[b]].name] for b in split.prologue_inputs + split.bound
                 if b in pos}
     if prologue is not None:
-        folded = [np.empty(b.shape, dtype=b.dtype.np) for b in split.folded]
+        folded = [aligned_empty(b.shape, b.dtype.np) for b in split.folded]
         prologue.run([by_param[b] for b in split.prologue_inputs] + folded)
         for b, a in zip(split.folded, folded):
             a.flags.writeable = False  # shared by every kernel the cache hands out

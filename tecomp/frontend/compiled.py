@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..build import build
+from ..codegen.memory import aligned_empty
 from ..target import Target, TargetKind
 from .fusion import group_dag, partition
 from .graph import Model, ModelError, Op
@@ -150,7 +151,7 @@ class CompiledModel:
             bufs[slot] = a
         for slot in out_slots:  # outputs are new arrays: the caller keeps them
             if slot not in self.input_slots:
-                bufs[slot] = np.empty(*self.slot_specs[slot])
+                bufs[slot] = aligned_empty(*self.slot_specs[slot])
         if self._calls is None:
             # a step on planned buffers only is checked once: its per-call checks cost tens of
             # microseconds, as much as a small layer's kernel

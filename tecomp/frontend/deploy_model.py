@@ -107,7 +107,8 @@ def export_model(cm, path) -> dict:
         by_param = {b: consts[b.name] for b in split.prologue_inputs + split.bound
                     if b.name in consts}
         if split.prologue is not None:  # the packed weights, computed once, here
-            folded = [np.empty(b.shape, dtype=b.dtype.np) for b in split.folded]
+            from ..codegen.memory import aligned_empty
+            folded = [aligned_empty(b.shape, b.dtype.np) for b in split.folded]
             compile_cpu(split.prologue).run([by_param[b] for b in split.prologue_inputs] + folded)
             by_param.update(zip(split.folded, folded))
         written: dict = {}  # a weight the kernel reads as it is: one file for both lists

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.memory import ALIGN, aligned_empty
+
 __all__ = ["ALIGN", "live_ranges", "plan_offsets", "allocate"]
 
-#: byte alignment of every value in the arena (a cache line, and any vector load's alignment)
-ALIGN = 64
 
 
 def live_ranges(n_slots: int, steps, pinned) -> list:
@@ -64,8 +64,7 @@ def allocate(specs, ranges) -> list:
     :func:`plan_offsets`; None for the slots ``ranges`` leaves out."""
     sizes = [int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for s, d in specs]
     offsets, total = plan_offsets(sizes, ranges)
-    raw = np.empty(total + ALIGN, np.uint8)
-    base = -raw.ctypes.data % ALIGN
+    raw = aligned_empty((total,), np.uint8)
     return [None if o is None else
-            raw[base + o:base + o + n].view(d).reshape(s)
+            raw[o:o + n].view(d).reshape(s)
             for o, n, (s, d) in zip(offsets, sizes, specs)]

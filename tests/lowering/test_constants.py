@@ -162,3 +162,18 @@ def test_the_search_pack_decision_is_folded_by_constants(layout):
         np.testing.assert_allclose(k(x), wl.reference([x, w])[0], rtol=1e-4, atol=1e-4)
         folded += 1
     assert folded >= 3
+
+
+def test_packed_weights_and_outputs_start_on_a_cache_line(packed_matmul):
+    # numpy only promises 16 bytes; a packed panel at 16 mod 64 splits every other vector load
+    from tecomp.codegen.memory import ALIGN, aligned_copy, aligned_empty
+    wl, s, (a, b) = packed_matmul
+    k = tc.build(wl.dag, schedule=s, constants={"B": b})
+    assert all(x.ctypes.data % ALIGN == 0 for x in k.bound_arrays)
+    assert k(a).ctypes.data % ALIGN == 0
+    for shape in [(1,), (3, 5), (1000, 1000)]:
+        e = aligned_empty(shape, np.float32)
+        assert e.shape == shape and e.flags.c_contiguous and e.ctypes.data % ALIGN == 0
+    odd = np.zeros(33, np.float32)[1:].reshape(4, 8)  # 4 bytes past an allocation's start
+    c = aligned_copy(odd)
+    assert c.ctypes.data % ALIGN == 0 and np.array_equal(c, odd)
