@@ -149,7 +149,7 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
                 if not alive:
                     break
                 i = _pick(strategy, tuners, weights, best_hist, alive, turn, rng, opt.eps_greedy,
-                          objective)
+                          objective, opt.measures_per_round)
                 turn += 1
                 tuners[i].search.transfer = _transfer(tuners, signatures, i)
                 n = tuners[i].round(measurer, min(opt.measures_per_round, trials - used))
@@ -188,7 +188,8 @@ def _weighted(out: TuneTasksResult) -> float:
     return sum(w * r.best_cost for w, r in zip(out.weights, out.results))
 
 
-def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps, objective) -> int:
+def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps, objective,
+          per_round) -> int:
     unwarmed = [i for i in alive if not best_hist[i]]
     if strategy is SchedulerStrategy.ROUND_ROBIN:
         return alive[turn % len(alive)]
@@ -196,7 +197,7 @@ def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps, objective
         return unwarmed[0]
     if rng.random() < eps:
         return int(rng.choice(alive))
-    grads = {i: _gradient(i, tuners, weights, best_hist, objective) for i in alive}
+    grads = {i: _gradient(i, tuners, weights, best_hist, objective, per_round) for i in alive}
     return min(grads, key=lambda i: grads[i])  # the most negative expected change
 
 
@@ -212,15 +213,24 @@ def task_kind(dag) -> tuple:
     return tags or (dag.outputs[0].op.tag,)
 
 
-def _gradient(i, tuners, weights, best_hist, objective=SchedulerObjective.LATENCY) -> float:
-    """Expected change of the objective per trial spent on task ``i`` (negative: gain)."""
+def _gradient(i, tuners, weights, best_hist, objective=SchedulerObjective.LATENCY,
+              per_round: int = 16) -> float:
+    """Expected change of the objective per trial spent on task ``i`` (negative: gain), for a
+    round of ``per_round`` trials.
+
+    The slopes are per round, turned into per-trial ones by the round's size, which is the same
+    for every task. (Taking it as the task's trials over its rounds so far counted a resumed
+    log's records as one round: a resumed task that was not picked yet then looked hundreds of
+    times slower to improve than the one picked last, and a whole resumed tuning went to one
+    task: 400 of 400 BERT trials to a projection already at 177 GFLOP/s, none to the 149 GFLOP/s
+    layer with four times its latency.)"""
     res = tuners[i].result
     g = res.best_cost
     if not math.isfinite(g):
         return -math.inf  # nothing valid yet: any success is an unbounded gain
     hist = best_hist[i]
     trials = max(res.trials + getattr(tuners[i], "resumed", 0), 1)  # the log's records count
-    per_round = max(trials / max(len(hist), 1), 1)
+    per_round = max(per_round, 1)
     if len(hist) > WINDOW and math.isfinite(hist[-1 - WINDOW]):
         backward = (hist[-1] - hist[-1 - WINDOW]) / (WINDOW * per_round)
     else:

@@ -79,7 +79,7 @@ def test_a_task_far_behind_its_similar_tasks_is_expected_to_catch_up():
     hist = [[t.result.best_cost] for t in tuners]
     g = [_gradient(i, tuners, [1, 1], hist) for i in range(2)]
     assert g[1] < g[0] < 0
-    assert g[1] == pytest.approx(0.8 * (1e9 / 80e9 - 1e9 / 20e9) / 64)
+    assert g[1] == pytest.approx(0.8 * (1e9 / 80e9 - 1e9 / 20e9) / 16)  # rounds of 16 trials
 
 
 def test_tasks_compare_flop_rates_only_with_tasks_that_compute_alike():
@@ -104,7 +104,18 @@ def test_tasks_compare_flop_rates_only_with_tasks_that_compute_alike():
     hist = [[t.result.best_cost] for t in tuners]
     g = [_gradient(i, tuners, [1, 1], hist) for i in range(2)]
     assert g[0] < g[1] < 0
-    assert g[1] == pytest.approx(0.8 * -(1e6 / 5e9) / 64 / 64)
+    assert g[1] == pytest.approx(0.8 * -(1e6 / 5e9) / 64 / 16)
+
+
+def test_a_resumed_task_is_not_starved_by_the_task_picked_last():
+    """Two layers alike in latency, trials and weight, neither improving: one was tuned in this
+    run (its rounds are in the history), the other only in the resumed log. Their next rounds are
+    worth the same; the per-round slope once divided the resumed one's by all its records."""
+    a, b = _Tuner(1e-3, 400, 1e8), _Tuner(1e-3, 400, 1e8)
+    hist = [[1e-3], [1e-3] * 13]  # a: the log's round only; b: 12 rounds of this run
+    g = [_gradient(i, [a, b], [1, 1], hist, per_round=16) for i in range(2)]
+    assert g[0] == pytest.approx(g[1]) and g[0] < 0
+    assert _gradient(0, [a, b], [1, 1], hist, per_round=64) == pytest.approx(g[0] / 4)
 
 
 def test_geomean_objective_weighs_relative_gains():
