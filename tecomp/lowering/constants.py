@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..codegen.memory import aligned_copy
 from ..ir.loop import Allocate, PrimFunc, Seq, buffer_accesses, seq
 
 __all__ = ["ConstantSplit", "split_constants", "check_constants"]
@@ -79,7 +78,7 @@ def check_constants(dag, constants: dict) -> dict:
             raise TypeError(f"constant {name!r} has dtype {arr.dtype}, expected {t.dtype}")
         if arr.shape != t.shape:
             raise ValueError(f"constant {name!r} has shape {arr.shape}, expected {t.shape}")
-        a = aligned_copy(arr)  # later changes to the caller's array do not leak
+        a = np.array(arr, order="C", copy=True)  # later changes to the caller's array do not leak
         a.flags.writeable = False
         out[name] = a
     return out
