@@ -37,8 +37,9 @@ def _array(dirpath: str, spec: dict, what: str, cache: dict | None = None) -> np
     if len(data) != n * dtype.itemsize:
         raise ValueError(f"{dirpath}: {what} {spec['file']!r} has {len(data)} bytes, not the "
                          f"{n * dtype.itemsize} of {spec['dtype']}{spec['shape']}")
-    from ..codegen.memory import aligned_copy
-    a = aligned_copy(np.frombuffer(data, dtype).reshape(spec["shape"]).astype(spec["dtype"]))
+    from ..codegen.memory import aligned_empty
+    a = aligned_empty(spec["shape"], spec["dtype"])  # one copy: byte order and alignment at once
+    a[...] = np.frombuffer(data, dtype).reshape(spec["shape"])
     a.flags.writeable = False
     if cache is not None:
         cache[key] = a
