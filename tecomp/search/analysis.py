@@ -9,11 +9,11 @@ from ..ir.expr import BinOp, BinOpKind, Const, IterKind, Reduce, Select, TensorR
 from ..ir.loop import Scope
 from ..ir.traverse import substitute, walk
 from ..lowering.stride_phase import is_zero_insertion, phase_conjuncts
-from ..schedule.inline import effective_readers
-from ..schedule.state import State
+from ..schedule.inline import effective_readers, expand_inline
+from ..schedule.state import ComputeLocation, State
 
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
-           "is_tiled", "spatial_size", "reduce_size", "small_reduction", "has_data_dependent_loops",
+           "fusion_target", "is_tiled", "spatial_size", "reduce_size", "small_reduction", "has_data_dependent_loops",
            "inner_axis_alternatives", "recomputed_at", "phase_axes"]
 
 
@@ -88,13 +88,29 @@ def fusible_consumer(state: State, sid: int) -> int | None:
         return None
     if isinstance(s.op.body, Reduce) and isinstance(c.op.body, Reduce):
         return None
-    reads = [x for x in walk(c.op.body) if isinstance(x, TensorRead) and x.tensor is s.tensor]
+    # through inlined elementwise stages (a conv's bias, a residual add before the relu): the
+    # composed indices are the consumer's own axes exactly when every link is elementwise
+    reads = [x for x in walk(expand_inline(state, c.op.body))
+             if isinstance(x, TensorRead) and x.tensor is s.tensor]
     if not reads:
-        return None  # read through an inlined stage: not elementwise-matched in Ansor's sense
+        return None
     for r in reads:
         if len(r.indices) != len(c.op.axes) or any(i is not a for i, a in zip(r.indices, c.op.axes)):
             return None
     return cid
+
+
+def fusion_target(state: State, sid: int) -> int | None:
+    """The stage a tiled ``sid`` will be computed at once the elementwise stages between them
+    are inlined (the rules visit stages from the output back, so when the output's rule runs,
+    a conv's bias and residual add are not inlined yet): its fusible consumer, followed
+    through consumers that :func:`strictly_inlineable` will inline."""
+    seen, c = set(), fusible_consumer(state, sid)
+    while c is not None and c not in seen and strictly_inlineable(state, c) \
+            and state.stages[c].location is ComputeLocation.ROOT:
+        seen.add(c)
+        c = fusible_consumer(state, c)
+    return c
 
 
 def is_tiled(state: State, sid: int) -> bool:

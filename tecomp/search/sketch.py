@@ -267,8 +267,8 @@ class SplitForVector(SketchRule):
             return RuleResult.SKIP
         if an.has_data_dependent_loops(p.state, sid) or an.needs_multi_level_tiling(p.state, sid):
             return RuleResult.SKIP
-        if any(not p.state.stages[k].is_placeholder and an.fusible_consumer(p.state, k) == sid
-               and an.needs_multi_level_tiling(p.state, k) for k in range(sid)):
+        if any(not p.state.stages[k].is_placeholder and an.needs_multi_level_tiling(p.state, k)
+               and an.fusion_target(p.state, k) == sid for k in range(sid)):
             return RuleResult.SKIP
         if an.is_output(p.state, sid):
             return RuleResult.APPLY_AND_SKIP_REST

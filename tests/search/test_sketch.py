@@ -49,10 +49,41 @@ def test_conv_bias_relu_inlines_elementwise_and_tiles_the_conv():
     out = ops.relu(ops.bias_add(c, bias, axis=-1))
     task = SearchTask(ir.ComputeDAG([data, weight, bias, out]))
     sks = generate_sketches(task)
-    assert [s.name for s in sks] == ["tile", "cache+fuse1", "cache+fuse2"]
-    s = Schedule(task.dag, sks[1].steps)
-    inlined = [st.name for st in s.state.stages if st.location is ComputeLocation.INLINE]
-    assert inlined == ["bias_add"]  # relu is the output; pad (a branch) is left to annotation
+    # the relu reads the conv through the inlined bias: still an elementwise consumer, so the
+    # conv is computed in the relu's tiles (no cache stage, no second pass over the output)
+    assert [s.name for s in sks] == ["fuse1", "fuse2", "tile"]
+    for level, sk in enumerate(sks[:2], 1):
+        s = Schedule(task.dag, sk.steps)
+        inlined = [st.name for st in s.state.stages if st.location is ComputeLocation.INLINE]
+        assert inlined == ["bias_add"]  # relu is the output; pad (a branch) is left to annotation
+        conv = s.state.stages[s.state.stage_index(c.name)]
+        assert conv.location is ComputeLocation.AT and conv.scope is not Scope.LOCAL
+        assert conv.attach == (s.state.stage_index(out.name), 4 * level - 1)
+
+
+def test_a_residual_add_and_clip_through_inlined_stages_are_fused_into_the_conv_tiles():
+    # the epilogue of a ResNet / MobileNet-V2 layer: conv, bias, residual add, relu or clip,
+    # each its own stage; the tiled conv is computed in the output stage's tiles, and the
+    # output (not split for vectors first) follows its tiling
+    from tecomp import ir, ops
+    data = ir.placeholder((1, 28, 28, 32), name="data")
+    weight = ir.placeholder((1, 1, 32, 128), name="weight")
+    bias = ir.placeholder((128,), name="bias")
+    res = ir.placeholder((1, 28, 28, 128), name="res")
+    c = ops.conv2d(data, weight, layout="NHWC")
+    b = ops.bias_add(c, bias, axis=-1)
+    added = ir.compute(b.shape, lambda n, y, x, o: b[n, y, x, o] + res[n, y, x, o], name="add")
+    out = ir.compute(added.shape, lambda *i: ir.minimum(ir.maximum(added[i], 0.0), 6.0),
+                     name="clip")
+    task = SearchTask(ir.ComputeDAG([data, weight, bias, res, out]))
+    names = [s.name for s in generate_sketches(task)]
+    assert names == ["fuse1", "fuse2", "tile"]
+    # a consumer that reads the conv shifted is not elementwise: the conv accumulates in a cache
+    # stage of its own (fused into its copy), not in the consumer's tiles
+    shifted = ir.compute(b.shape, lambda n, y, x, o: b[n, y, (x + 1) % 28, o], name="shift")
+    task = SearchTask(ir.ComputeDAG([data, weight, bias, shifted]))
+    names = [s.name for s in generate_sketches(task)]
+    assert names == ["vsplit+tile", "vsplit+cache+fuse1", "vsplit+cache+fuse2"]
 
 
 def test_softmax_sketches_with_rfactor():
