@@ -13,8 +13,8 @@ from ..schedule.inline import effective_readers, expand_inline
 from ..schedule.state import ComputeLocation, State
 
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
-           "fusion_target", "is_tiled", "spatial_size", "reduce_size", "small_reduction", "has_data_dependent_loops",
-           "inner_axis_alternatives", "recomputed_at", "phase_axes"]
+           "fusion_target", "is_tiled", "spatial_size", "reduce_size", "small_reduction",
+           "has_data_dependent_loops", "inner_axis_alternatives", "recomputed_at", "phase_axes"]
 
 
 def is_output(state: State, sid: int) -> bool:
