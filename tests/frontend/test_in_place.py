@@ -119,3 +119,19 @@ def test_bad_arguments(tmp_path):
         rank_in_place(model, tmp_path / "x.jsonl", candidates=0)
     with pytest.raises(ValueError, match="rounds"):
         rank_in_place(model, tmp_path / "x.jsonl", rounds=0)
+
+
+def test_the_best_of_every_sketch_is_a_candidate_beside_the_searchs_top():
+    from tecomp.frontend.in_place import with_each_sketch
+
+    def rec(cost, sketch):
+        return Record("k", "llvm", [], {"sketch": sketch}, MeasureResult(costs=(cost,)))
+    # the search's order: the unfused sketch holds the top four, a fused one and a third sketch
+    # come later (a layer timed alone does not pay for writing its raw output)
+    ranked = [rec(1, "tile"), rec(2, "tile"), rec(3, "tile"), rec(4, "tile"), rec(5, "fuse1"),
+              rec(6, "fuse1"), rec(7, "fuse2"), rec(8, "tile")]
+    picked = with_each_sketch(ranked, 2)
+    assert [r.result.costs[0] for r in picked] == [1, 2, 5, 7]
+    # at most `candidates` more, in the search's order
+    assert [r.result.costs[0] for r in with_each_sketch(ranked, 1)] == [1, 5]
+    assert with_each_sketch(ranked[:3], 6) == ranked[:3]
