@@ -170,9 +170,9 @@ def rank_in_place(model: Model, log, target="llvm", candidates: int = 6, rounds:
 def with_each_sketch(ranked: list, candidates: int) -> list:
     """The first ``candidates`` of ``ranked`` (the search's order), then the best record of each
     sketch not among them yet, at most ``candidates`` more. A layer's time alone hides what its
-    output costs in memory: a conv fused with its epilogue never writes its raw output, and was
-    1.7x faster in place than an unfused schedule that beat it by 27% alone (MobileNet-V2's
-    16->96 expansion at 112x112), so the top of the search's order may hold none of it."""
+    output costs in memory: a conv fused with its epilogue never writes its raw output, so it
+    can lose alone and win in the model, and the top of the search's order may hold none of it
+    (``docs/search_notes.md``)."""
     out = list(ranked[:candidates])
     have = {_sketch_name(r) for r in out}
     for rec in ranked[candidates:]:
