@@ -7,7 +7,7 @@ import weakref
 
 import numpy as np
 
-from .codegen.memory import ALIGN, aligned_copy, aligned_empty
+from .codegen.memory import aligned_empty
 from .ir.dag import ComputeDAG
 from .ir.loop import PrimFunc, verify
 from .ir.validate import IndexValidator
@@ -363,13 +363,8 @@ def _check_constants(dag: ComputeDAG, target: Target, constants) -> dict:
         raise NotImplementedError(f"constants= (weights packed once at build time) is implemented "
                                   f"for the llvm target only, not {target}; build without it")
     from .lowering.constants import check_constants
-    out = {}
-    for name, a in check_constants(dag, constants).items():  # copies, read-only
-        if a.ctypes.data % ALIGN:  # a weight bound as it is must start on a cache line too
-            a = aligned_copy(a)
-            a.flags.writeable = False
-        out[name] = a
-    return out
+    # copies, read-only, on a cache line (a weight bound as it is, not packed, too)
+    return check_constants(dag, constants, empty=aligned_empty)
 
 
 def _constants_key(constants) -> str:

@@ -56,10 +56,11 @@ class ConstantSplit:
         return self.prologue.params[len(self.prologue_inputs):] if self.prologue else []
 
 
-def check_constants(dag, constants: dict) -> dict:
+def check_constants(dag, constants: dict, empty=np.empty) -> dict:
     """``{name: C-contiguous array}`` of ``constants`` (copied, read-only), checked against the
     DAG's inputs: an unknown name raises ``KeyError`` listing the inputs, a wrong shape or dtype
-    ``ValueError``/``TypeError``."""
+    ``ValueError``/``TypeError``. ``empty(shape, dtype)`` allocates each copy (the build passes
+    one that starts arrays on a cache line; lowering does not import codegen)."""
     if not isinstance(constants, dict):
         raise TypeError(f"constants= must be a dict of input name -> array, got "
                         f"{type(constants).__name__}")
@@ -78,7 +79,8 @@ def check_constants(dag, constants: dict) -> dict:
             raise TypeError(f"constant {name!r} has dtype {arr.dtype}, expected {t.dtype}")
         if arr.shape != t.shape:
             raise ValueError(f"constant {name!r} has shape {arr.shape}, expected {t.shape}")
-        a = np.array(arr, order="C", copy=True)  # later changes to the caller's array do not leak
+        a = empty(arr.shape, arr.dtype)  # a copy: later changes to the caller's array do not leak
+        a[...] = arr
         a.flags.writeable = False
         out[name] = a
     return out
