@@ -8,8 +8,11 @@ is favoured by the order it runs in or the state the process is in:
    timed (page-faulted heaps, JIT caches, thread pools started, packed weights made).
 2. Calibration: each configuration's batch is as many back-to-back calls as last ``min_batch_s``.
 3. Rounds: each round runs every configuration, in a freshly shuffled order, ``batches`` batches
-   each, after setting its thread count (and a short pause, so that the spinning worker threads of
-   the previous library go idle). A round's figure for a configuration is its fastest batch.
+   each, after setting its thread count and waiting until the process is idle (:func:`settle`):
+   the worker threads of the library that ran before keep spinning after their call returns
+   (ONNX Runtime's intra-op pool for some 50 ms, OpenMP's for some 8 ms on the Zen 3 machine),
+   and whoever ran next would share the cores with them. A round's figure for a configuration is
+   its fastest batch.
 4. The figure is the median over rounds of the per-round figures; the spread printed beside it is
    the minimum and maximum over rounds.
 
@@ -25,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Config", "Timing", "Comparison", "compare", "TECOMP"]
+__all__ = ["Config", "Timing", "Comparison", "compare", "settle", "TECOMP"]
 
 #: The system name of tecomp's own configurations.
 TECOMP = "tecomp"
@@ -109,6 +112,25 @@ def _enter(c: Config) -> None:
         c.enter()
 
 
+def settle(pause_s: float = 0.01, probe_s: float = 0.005, busy: float = 0.2,
+           max_s: float = 1.0) -> float:
+    """Sleep until no thread of this process is spinning, and return the seconds waited.
+
+    Sleeps ``pause_s``, then probes ``probe_s`` windows until one in which the whole process
+    (every thread: the peers' worker pools included) used less than ``busy`` of a core, or until
+    ``max_s`` has passed (a pool that never sleeps cannot hold the comparison up).
+    """
+    t0 = time.perf_counter()
+    if pause_s > 0:
+        time.sleep(pause_s)
+    while time.perf_counter() - t0 < max_s:
+        c0, w0 = time.process_time(), time.perf_counter()
+        time.sleep(probe_s)
+        if time.process_time() - c0 < busy * (time.perf_counter() - w0):
+            break
+    return time.perf_counter() - t0
+
+
 def _batch(fn, n: int) -> float:
     t0 = time.perf_counter()
     for _ in range(n):
@@ -133,8 +155,8 @@ def compare(configs, rounds: int = 7, batches: int = 3, min_batch_s: float = 0.0
     warmup : int
         Untimed calls of every configuration before the first timing.
     pause_s : float
-        Sleep before each configuration's batches, so that the previous library's worker
-        threads stop spinning on the cores.
+        Sleep before each configuration's batches, and then wait until the previous library's
+        worker threads have stopped spinning (:func:`settle`); 0 skips both.
     seed : int
         Seed of the shuffles.
     max_seconds : float, optional
@@ -169,7 +191,7 @@ def compare(configs, rounds: int = 7, batches: int = 3, min_batch_s: float = 0.0
             c, n = configs[i], counts[i]
             _enter(c)
             if pause_s > 0:
-                time.sleep(pause_s)
+                settle(pause_s)
             per_round[i].append(min(_batch(c.fn, n) for _ in range(batches)) / n)
         if max_seconds is not None and r >= 2 and time.perf_counter() - start > max_seconds:
             break

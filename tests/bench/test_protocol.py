@@ -116,3 +116,17 @@ def test_torch_conv_peers_never_reorder_the_weight_per_call(monkeypatch):
     assert seen and all(seen)  # the weight is in the input's memory format: no reorder inside
     variants = {c.variant for c in conv2d_peers(wl.params, x)}
     assert {"eager NCHW", "eager channels_last", "jit.freeze channels_last"} <= variants
+
+
+def test_settle_waits_until_a_spinning_thread_of_the_process_goes_idle():
+    # a worker that spins on after its caller returns, as ONNX Runtime's pool does for ~50 ms
+    import threading
+    t = threading.Thread(target=_spin, args=(0.15,))
+    t.start()
+    from tecomp.bench.protocol import settle
+    waited = settle(pause_s=0.01)
+    # the spinning thread holds the GIL only part of the time, but still uses most of a core
+    assert not t.is_alive() or waited >= 0.1
+    t.join()
+    assert settle(pause_s=0.0) < 0.1  # an idle process settles in one probe
+    assert 0.2 <= settle(pause_s=0.0, busy=-1.0, max_s=0.2) < 0.5  # never idle: bounded wait
