@@ -13,6 +13,7 @@ from ..ir.expr import BinOpKind, Const, TensorRead, binary
 from ..ir.interval import interval
 from ..ir.loop import Scope
 from ..ir.traverse import free_vars, structural_key, substitute, walk
+from .compute_steps import attach_loop_on
 from .inline import expand_inline, stage_exprs
 from .state import ComputeLocation, ScheduleError, State
 
@@ -69,7 +70,15 @@ def _region_source(state: State, sid: int, inlined: tuple) -> tuple:
     not appear."""
     s = state.stages[sid]
     out = [s.op, s.scope, s.attach[1], *inlined]
-    tid, seen = s.attach[0], set()
+    _chain_source(state, s.attach[0], out)
+    for r in _inside_readers(state, sid):  # readers computed inside the attach loop (softmax)
+        out += (r, state.stages[r].attach)
+        _chain_source(state, r, out)
+    return tuple(out)
+
+
+def _chain_source(state: State, tid, out: list) -> None:
+    seen = set()
     while tid is not None and tid not in seen:
         seen.add(tid)
         t = state.stages[tid]
@@ -79,7 +88,22 @@ def _region_source(state: State, sid: int, inlined: tuple) -> tuple:
             out += (it.var, it.extent, it.annotation.thread)
         out += nest.root_values.values()
         tid = t.attach[0] if t.location is ComputeLocation.AT else None
-    return tuple(out)
+
+
+def _inside_readers(state: State, sid: int) -> list:
+    """The readers of attached stage ``sid`` other than its attach target, through inlined
+    stages (cheap: from the ops' inputs, for every bound inference)."""
+    tid = state.stages[sid].attach[0]
+    out, todo, seen = set(), [sid], set()
+    while todo:
+        for r in state.readers(todo.pop()):
+            if r not in seen:
+                seen.add(r)
+                if state.stages[r].location is ComputeLocation.INLINE:
+                    todo.append(r)
+                elif r != tid:
+                    out.add(r)
+    return sorted(out)
 
 
 def _region_key(region) -> tuple:
@@ -100,23 +124,38 @@ def _region(state: State, sid: int, by_tensor: dict) -> list:
         # the loops around the attach point (filled cooperatively, TVM's thread relaxation)
         inner.update(_thread_ranges(state, tid, k, ranges))
     dyn_inner = {it.var for it in nest.iters[k + 1:] if it.var not in ranges}
-    reads = []
-    for e in stage_exprs(t):
-        for x in walk(expand_inline(state, e, by_tensor)):
-            if isinstance(x, TensorRead) and x.tensor is s.tensor:
-                reads.append([substitute(i, nest.root_values) for i in x.indices])
+    reads = [(idx, inner) for idx in _reads(state, t, s, by_tensor)]
+    for r in _inside_readers(state, sid):
+        kr = attach_loop_on(state, r, tid)
+        if kr is None or kr < k:
+            raise ScheduleError(f"compute_at: '{state.stages[r].name}' reads '{s.name}' outside "
+                                f"loop '{nest.iters[k].name}' of '{t.name}', where it is "
+                                f"computed")
+        # the loops that vary within one iteration of loop k: the target's inside it, and all
+        # loops of the stages down the reader's attach chain (a superset: still a sound bound)
+        r_ranges = loop_ranges(state, r)
+        r_inner, x = dict(inner), r
+        while x != tid:
+            for it in state.stages[x].nest().iters:
+                if it.var not in r_ranges:
+                    raise ScheduleError(f"compute_at: '{state.stages[r].name}' reads "
+                                        f"'{s.name}' inside data-dependent loops")
+                r_inner[it.var] = r_ranges[it.var]
+            x = state.stages[x].attach[0]
+        ranges = {**ranges, **r_ranges}
+        reads += [(idx, r_inner) for idx in _reads(state, state.stages[r], s, by_tensor)]
     if not reads:
         raise ScheduleError(f"compute_at: '{t.name}' does not read '{s.name}'")
     region = []
     for d, axis in enumerate(s.op.axes):
         lo = hi = None
-        for idx in reads:
+        for idx, inside in reads:
             e = idx[d]
             if any(v in dyn_inner for v in free_vars(e)):
                 raise ScheduleError(f"compute_at: the region of '{s.name}' read inside "
                                     f"data-dependent loops of '{t.name}' is unknown; attach "
                                     f"it inside those loops")
-            b = bound(e, inner, ranges)
+            b = bound(e, inside, ranges)
             if b is None:
                 raise ScheduleError(f"compute_at: cannot bound index {e!r} of '{s.name}'")
             lo = b[0] if lo is None else _union(lo, b[0], BinOpKind.MIN, ranges)
@@ -136,6 +175,18 @@ def _region(state: State, sid: int, by_tensor: dict) -> list:
         above = r is None or dom_hi is None or r[1] + n > dom_hi[0]
         region.append((lo, n, below, above))
     return region
+
+
+def _reads(state: State, reader, s, by_tensor) -> list:
+    """The indices of every read of ``s`` in ``reader``'s body (through inlined stages), in the
+    reader's loop variables."""
+    values = reader.nest().root_values
+    out = []
+    for e in stage_exprs(reader):
+        for x in walk(expand_inline(state, e, by_tensor)):
+            if isinstance(x, TensorRead) and x.tensor is s.tensor:
+                out.append([substitute(i, values) for i in x.indices])
+    return out
 
 
 def _thread_ranges(state: State, tid: int, k: int, ranges: dict) -> dict:

@@ -14,7 +14,8 @@ from .state import ComputeLocation, ScheduleError, StageState, State
 from .steps import Step, checked_iter, checked_stage, iter_repr, register_step, stage_repr
 
 __all__ = ["ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheWriteStep",
-           "CacheReadStep", "StorageAlignStep", "SCOPES", "aligned_strides", "insert_stage"]
+           "CacheReadStep", "StorageAlignStep", "SCOPES", "aligned_strides", "insert_stage",
+           "attach_loop_on", "readers_outside"]
 
 SCOPES = tuple(s.value for s in Scope)  # as step records name them
 
@@ -29,11 +30,49 @@ def _attach_chain(state: State, sid: int) -> list:
     return out
 
 
+def attach_loop_on(state: State, sid: int, tid: int):
+    """The loop of stage ``tid`` that stage ``sid`` is computed inside, through its attach chain
+    (``sid`` at a loop of ``a``, ``a`` at loop ``k`` of ``tid``: ``k``); None when the chain
+    does not reach ``tid``."""
+    seen = set()
+    while sid not in seen:
+        seen.add(sid)
+        s = state.stages[sid]
+        if s.location is not ComputeLocation.AT:
+            return None
+        if s.attach[0] == tid:
+            return s.attach[1]
+        sid = s.attach[0]
+    return None
+
+
+def readers_outside(state: State, sid: int, tid: int, k: int, readers=None) -> list:
+    """The readers of stage ``sid`` that would not run inside loop ``k`` of stage ``tid``:
+    neither ``tid`` itself nor computed (through their attach chains) at loop ``k`` of it or
+    deeper. Computed at that loop, ``sid`` holds one iteration's region, which only the readers
+    inside the loop may read; a reader emitted at the same loop comes after it (stages are in
+    topological order)."""
+    readers = effective_readers(state, sid) if readers is None else readers
+    out = []
+    for r in sorted(readers):
+        if r == tid:
+            continue
+        kr = attach_loop_on(state, r, tid)
+        if kr is None or kr < k:
+            out.append(r)
+    return out
+
+
 @register_step
 @dataclass(frozen=True)
 class ComputeAtStep(Step):
     """Compute stage ``stage_id`` inside loop ``target_iter_id`` of stage ``target_stage_id``, over the
-    region of it that one iteration of that loop reads (bound inference)."""
+    region of it that one iteration of that loop reads (bound inference).
+
+    Every reader of the stage must run inside that loop: the target itself, or stages computed
+    (through their attach chains) at that loop of the target or deeper, so that a softmax's
+    ``exp`` can be computed per row of the output while the row sum, computed there too, also
+    reads it."""
     code: ClassVar[str] = "CA"
     stage_id: int
     target_stage_id: int
@@ -51,10 +90,13 @@ class ComputeAtStep(Step):
         readers = effective_readers(state, self.stage_id)
         if not readers:
             raise ScheduleError(f"compute_at: '{s.name}' is not read by any stage")
-        if readers != {self.target_stage_id}:
-            names = sorted(state.stages[r].name for r in readers)
-            raise ScheduleError(f"compute_at: '{s.name}' is read by {names}; a stage can only be "
-                                f"computed at a loop of its only consumer '{t.name}'")
+        outside = readers_outside(state, self.stage_id, self.target_stage_id,
+                                  self.target_iter_id, readers)
+        if outside:
+            names = sorted(state.stages[r].name for r in outside)
+            raise ScheduleError(f"compute_at: '{s.name}' is read by {names} outside loop "
+                                f"'{it.name}' of '{t.name}'; a stage can only be computed at a "
+                                f"loop that every stage reading it runs inside")
         if self.stage_id in _attach_chain(state, self.target_stage_id):
             raise ScheduleError(f"compute_at: '{t.name}' is computed inside '{s.name}'")
         inner = t.iters[self.target_iter_id + 1:]

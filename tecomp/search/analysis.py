@@ -9,11 +9,12 @@ from ..ir.expr import BinOp, BinOpKind, Const, IterKind, Reduce, Select, TensorR
 from ..ir.loop import Scope
 from ..ir.traverse import substitute, walk
 from ..lowering.stride_phase import is_zero_insertion, phase_conjuncts
+from ..schedule.compute_steps import ComputeAtStep, attach_loop_on
 from ..schedule.inline import effective_readers, expand_inline
-from ..schedule.state import ComputeLocation, State
+from ..schedule.state import ComputeLocation, ScheduleError, State
 
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
-           "fusion_target", "is_tiled", "spatial_size", "reduce_size", "small_reduction",
+           "fusion_target", "shared_loops", "is_tiled", "spatial_size", "reduce_size", "small_reduction",
            "has_data_dependent_loops", "inner_axis_alternatives", "recomputed_at", "phase_axes"]
 
 
@@ -255,3 +256,41 @@ def recomputed_at(state: State, sid: int, cid: int, k: int) -> bool:
     feeding = {id(v) for a, val in nest.root_values.items() if id(a) in used
                for v in walk(val) if isinstance(v, Var)}
     return any((it.const_extent or 2) > 1 and id(it.var) not in feeding for it in c.iters[:k + 1])
+
+
+def shared_loops(state: State, sid: int, readers) -> list:
+    """``[(tid, k), ...]``: the loops ``k`` of a root stage ``tid`` inside which every reader of
+    stage ``sid`` runs (``tid`` itself, or computed at loop ``k`` of it or deeper), where ``sid``
+    can be computed once per iteration: spatial loops before ``tid``'s first reduction, of
+    extent > 1, and whose every enclosing loop of extent > 1 the region ``sid`` would then
+    compute depends on (else it would be recomputed over it: a softmax's row maximum inside the
+    loop over the columns). This is how a softmax's ``exp``, read by the row sum and the output,
+    becomes one row of a buffer computed per output row."""
+    readers = sorted(readers)
+    if not readers:
+        return []
+    tid = readers[-1]  # the latest stage: the others' attach chains end at it
+    while state.stages[tid].location is ComputeLocation.AT:
+        tid = state.stages[tid].attach[0]
+    inside = [attach_loop_on(state, r, tid) for r in readers if r != tid]
+    if None in inside:
+        return []
+    limit = min(inside, default=None)
+    t = state.stages[tid]
+    out = []
+    for k, it in enumerate(t.iters):
+        if it.kind is IterKind.REDUCE or it.const_extent is None or (
+                limit is not None and k > limit):
+            break
+        if it.const_extent <= 1:
+            continue
+        trial = state.copy()
+        try:
+            trial.apply(ComputeAtStep(sid, tid, k), atomic=False)
+        except ScheduleError:
+            continue
+        used = {id(v) for lo, *_ in trial.stages[sid].region for v in walk(lo)
+                if isinstance(v, Var)}
+        if all((x.const_extent or 2) <= 1 or id(x.var) in used for x in t.iters[:k + 1]):
+            out.append((tid, k))
+    return out

@@ -28,7 +28,7 @@ from ..schedule.compute_steps import ComputeAtStep, ComputeInlineStep
 from ..schedule.inline import effective_readers
 from ..schedule.replay_cache import REPLAY_CACHE
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError, State
-from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep
+from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep, ReorderStep
 from . import analysis as an
 from .decisions import Decisions, MutationKind
 from .layout_rewrite import pack_weights
@@ -167,11 +167,16 @@ def _choose(table: dict, name: str, n: int, rng, default=None) -> int:
 
 
 def _compute_locations(state, steps, table, rng) -> None:
-    """Untiled, non-output stages at root (padding, branchy elementwise): root, inline, or at a
-    loop of their consumer outside its first reduction loop."""
+    """Untiled, non-output stages at root (padding, branchy elementwise, a softmax's row maximum,
+    exponentials and row sum, reordered rfactor partials): root, inline, or at a loop of their
+    consumer outside its first reduction loop. A stage whose readers are computed inside a loop
+    of one root stage (the softmax's row sum and the output both read ``exp``) may be computed at
+    that loop too (:func:`~tecomp.search.analysis.shared_loops`), and is by default (half the
+    draws): once per row, in a row's buffer, instead of a whole pass over memory per stage."""
     for sid in reversed(range(len(state.stages))):
         s = state.stages[sid]
-        if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
+        if s.is_placeholder or s.location is not ComputeLocation.ROOT \
+                or any(type(r) is not ReorderStep for r in s.relations) \
                 or an.is_output(state, sid) or s.op.is_ragged or s.scope is not Scope.GLOBAL:
             continue
         if an.needs_multi_level_tiling(state, sid):
@@ -189,7 +194,12 @@ def _compute_locations(state, steps, table, rng) -> None:
                 if it.const_extent > 1 and it.annotation is Annotation.NONE and not (
                         s.op.reduce_axes and an.recomputed_at(state, sid, cid, k)):
                     cands.append(("at", cid, k))
-        choice = cands[_choose(table, s.name, len(cands), rng)]
+        default = None
+        if len(readers) > 1 or readers and state.stages[readers[0]].location is ComputeLocation.AT:
+            shared = [("at", t, k) for t, k in an.shared_loops(state, sid, readers)]
+            cands += [c for c in shared if c not in cands]
+            default = cands.index(shared[0]) if shared else None
+        choice = cands[_choose(table, s.name, len(cands), rng, default)]
         if choice[0] == "inline":
             apply_step(state, steps, ComputeInlineStep(sid))
         elif choice[0] == "at":

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from tecomp.bench import TECOMP, Config, compare
+from tecomp.bench import TECOMP, Config, compare, settle
 from tecomp.bench.peers import conv2d_peers, dense_peers, matmul_peers
 from tecomp.bench.report import check_output, run_comparison
 
@@ -123,7 +123,6 @@ def test_settle_waits_until_a_spinning_thread_of_the_process_goes_idle():
     import threading
     t = threading.Thread(target=_spin, args=(0.15,))
     t.start()
-    from tecomp.bench.protocol import settle
     waited = settle(pause_s=0.01)
     # the spinning thread holds the GIL only part of the time, but still uses most of a core
     assert not t.is_alive() or waited >= 0.1

@@ -79,3 +79,46 @@ def test_materialize_is_deterministic_given_decisions():
     c = materialize(task, 1, sks[1], {}, np.random.default_rng(3))
     again = materialize(task, 1, sks[1], c.decisions, np.random.default_rng(99))
     assert again.key == c.key and again.decisions == c.decisions
+
+
+def test_softmax_stages_are_computed_per_output_row_and_stay_correct():
+    # exp is read by the row sum and the output: once the row sum is computed at the output's
+    # row loop, exp (and the row maximum it reads) can be too, in a row's buffer
+    wl = W.softmax(6, 40)
+    task = SearchTask(wl.dag)
+    sks = generate_sketches(task)
+    rng = np.random.default_rng(3)
+    x = wl.make_inputs(rng)
+    ref = wl.reference(x)[0]
+    fused = 0
+    for i in range(48):
+        c = materialize(task, i % len(sks), sks[i % len(sks)], {}, rng)
+        if c is None:
+            continue
+        st = c.state
+        out = next(n for n, s in enumerate(st.stages) if s.tensor is wl.dag.outputs[0])
+        at_out = {s.name for s in st.stages if s.location.name == "AT" and s.attach[0] == out}
+        if {"softmax_max", "softmax_exp"} <= at_out:
+            fused += 1
+            k = tc.build(wl.dag, "llvm", schedule=tc.Schedule.from_records(
+                wl.dag, st.steps_records()))
+            np.testing.assert_allclose(k(*x), ref, rtol=1e-5, atol=1e-6)
+    assert fused >= 4
+
+
+def test_a_stage_cannot_be_computed_at_a_loop_one_of_its_readers_runs_outside():
+    from tecomp.schedule.compute_steps import ComputeAtStep
+    from tecomp.schedule.state import ScheduleError, State
+    wl = W.softmax(6, 40)
+    st = State(wl.dag)
+    names = [s.name for s in st.stages]
+    exp, out = names.index("softmax_exp"), len(names) - 1
+    # the row sum still runs at root: exp computed per output row would miss its other rows
+    with pytest.raises(ScheduleError, match="outside loop"):
+        st.apply(ComputeAtStep(exp, out, 0))
+    st.apply(ComputeAtStep(names.index("softmax_sum"), out, 0))
+    st.apply(ComputeAtStep(exp, out, 0))
+    # moving the row sum back out afterwards leaves exp's region unsound: refused as well
+    from tecomp.schedule.compute_steps import ComputeRootStep
+    with pytest.raises(ScheduleError, match="outside loop"):
+        st.apply(ComputeRootStep(names.index("softmax_sum")))
