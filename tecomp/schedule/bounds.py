@@ -43,6 +43,7 @@ def infer_bounds(state: State) -> None:
     candidates step by step, and bound inference after every step dominated)."""
     by_tensor = {id(s.tensor): s for s in state.stages}
     inlined = tuple(s.op for s in state.stages if s.location is ComputeLocation.INLINE)
+    readers = None  # stage -> the stages whose ops read it, built once when a stage is attached
     for sid in reversed(range(len(state.stages))):
         s = state.stages[sid]
         if s.location is not ComputeLocation.AT:
@@ -50,19 +51,22 @@ def infer_bounds(state: State) -> None:
                 s.region = None
                 s.invalidate()
             continue
-        source = _region_source(state, sid, inlined)
+        if readers is None:
+            readers = _readers(state)
+        inside = _inside_readers(state, sid, readers)
+        source = _region_source(state, sid, inlined, inside)
         memo = s.__dict__.get("_region_source")
         if s.region is not None and memo is not None and len(memo) == len(source) and all(
                 x is y for x, y in zip(memo, source)):
             continue
-        region = _region(state, sid, by_tensor)
+        region = _region(state, sid, by_tensor, inside)
         s._region_source = source
         if s.region is None or _region_key(region) != _region_key(s.region):
             s.region = region
             s.invalidate()
 
 
-def _region_source(state: State, sid: int, inlined: tuple) -> tuple:
+def _region_source(state: State, sid: int, inlined: tuple, inside: list) -> tuple:
     """The objects the region of attached stage ``sid`` is computed from, compared by identity
     (expressions and ops are immutable): along the consumer's attach chain, each stage's op, its
     loop variables, extents and thread bindings, and the values of its root axes. Annotations
@@ -71,7 +75,7 @@ def _region_source(state: State, sid: int, inlined: tuple) -> tuple:
     s = state.stages[sid]
     out = [s.op, s.scope, s.attach[1], *inlined]
     _chain_source(state, s.attach[0], out)
-    for r in _inside_readers(state, sid):  # readers computed inside the attach loop (softmax)
+    for r in inside:  # readers computed inside the attach loop (softmax)
         out += (r, state.stages[r].attach)
         _chain_source(state, r, out)
     return tuple(out)
@@ -90,13 +94,25 @@ def _chain_source(state: State, tid, out: list) -> None:
         tid = t.attach[0] if t.location is ComputeLocation.AT else None
 
 
-def _inside_readers(state: State, sid: int) -> list:
+def _readers(state: State) -> dict:
+    """Stage index -> the indices of the stages whose ops read its tensor."""
+    index = {id(s.tensor): n for n, s in enumerate(state.stages)}
+    out: dict = {}
+    for n, s in enumerate(state.stages):
+        if not s.is_placeholder:
+            for x in s.op.inputs:
+                if id(x) in index:
+                    out.setdefault(index[id(x)], []).append(n)
+    return out
+
+
+def _inside_readers(state: State, sid: int, readers: dict) -> list:
     """The readers of attached stage ``sid`` other than its attach target, through inlined
-    stages (cheap: from the ops' inputs, for every bound inference)."""
+    stages (from the ops' inputs: this runs for every bound inference)."""
     tid = state.stages[sid].attach[0]
     out, todo, seen = set(), [sid], set()
     while todo:
-        for r in state.readers(todo.pop()):
+        for r in readers.get(todo.pop(), ()):
             if r not in seen:
                 seen.add(r)
                 if state.stages[r].location is ComputeLocation.INLINE:
@@ -110,7 +126,7 @@ def _region_key(region) -> tuple:
     return tuple((structural_key(lo, id), n, b, a) for lo, n, b, a in region)
 
 
-def _region(state: State, sid: int, by_tensor: dict) -> list:
+def _region(state: State, sid: int, by_tensor: dict, inside: list) -> list:
     s = state.stages[sid]
     tid, k = s.attach
     t = state.stages[tid]
@@ -125,7 +141,7 @@ def _region(state: State, sid: int, by_tensor: dict) -> list:
         inner.update(_thread_ranges(state, tid, k, ranges))
     dyn_inner = {it.var for it in nest.iters[k + 1:] if it.var not in ranges}
     reads = [(idx, inner) for idx in _reads(state, t, s, by_tensor)]
-    for r in _inside_readers(state, sid):
+    for r in inside:
         kr = attach_loop_on(state, r, tid)
         if kr is None or kr < k:
             raise ScheduleError(f"compute_at: '{state.stages[r].name}' reads '{s.name}' outside "
