@@ -153,6 +153,11 @@ class EvolutionarySearch:
         #: decisions of good programs of similar tasks (set by the task scheduler): replayed here
         #: beside this task's elites, so a layer with few trials starts from its siblings' tiles
         self.transfer: list = []
+        #: decisions of this task's best programs measured on another CPU of the same kind (set
+        #: by the tuner from the log, best first): they join every round's population, and those
+        #: not yet measured here take up to half of a round's picks, so a log carried to a new
+        #: machine starts the search from what was fastest on the old one
+        self.seeds: list = []
 
     # ------------------------------------------------------------------ history
     def sketch_index(self, name: str) -> int | None:
@@ -226,6 +231,16 @@ class EvolutionarySearch:
                               self.sketches[idx], dec.with_sketch(""), rng)
             if c is not None:
                 pop.append(c)
+        seeded = []
+        for dec in self.seeds:
+            idx = self.sketch_index(dec.sketch)
+            c = None if idx is None else self._guarded(
+                "replaying a program of another target", materialize, self.task, idx,
+                self.sketches[idx], dec.with_sketch(""), rng)
+            if c is not None:
+                pop.append(c)
+                if c.key not in self.measured:
+                    seeded.append(c)
         for dec in self.transfer:
             idx = self.sketch_index(dec.sketch)
             if idx is None:
@@ -247,10 +262,11 @@ class EvolutionarySearch:
                 break
             pop = self._next_generation(pop, scores)
         ranked = [c for _, c in sorted(best.values(), key=lambda sc: -sc[0])]
-        return self._pick(ranked, init, n)
+        return self._pick(ranked, init, n, seeded)
 
-    def _pick(self, ranked: list, init: list, n: int) -> list:
-        """``n`` of the round's candidates: each sketch's best few, the best of the fresh random
+    def _pick(self, ranked: list, init: list, n: int, seeded: tuple = ()) -> list:
+        """``n`` of the round's candidates: the other target's programs not measured here (up
+        to half the round, best first), each sketch's best few, the best of the fresh random
         samples (``init``), the best of distinct tile structures, the rest of the ranking
         (``max_per_register_tile`` at a time first), and an epsilon-greedy share of unmeasured
         random samples."""
@@ -273,6 +289,7 @@ class EvolutionarySearch:
                     structures.add(tile_structure(c))
                     quota -= 1
 
+        take_first(n_model // 2, lambda c: True, list(seeded))
         if opt.per_sketch_picks and len(self.sketches) > 1:
             # each sketch's best few first: the model's ranking otherwise collapses onto the
             # sketch it knows best, and a better structure elsewhere is never measured again.

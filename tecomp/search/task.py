@@ -182,6 +182,11 @@ class TuningOptions:
         Of each round's model picks, this many (after the per-sketch picks) go to the
         best-scored of the round's fresh random samples, so that a run whose first elite is
         mediocre does not stall among its near-copies.
+    cross_target_seeds : int
+        A log that holds this task's records from another CPU of the same kind (a log carried
+        to a new machine) seeds the search with that CPU's this many best programs: the first
+        rounds measure them here, and the learned model trains on that CPU's records (ranked
+        among themselves) from the start (0: ignore them).
     """
     population: int = 256
     generations: int = 3
@@ -204,13 +209,15 @@ class TuningOptions:
     sketch_share: float = 0.1
     diverse_picks: int = 0  # off: no gain measured (docs/search_notes.md)
     fresh_picks: int = 8
+    cross_target_seeds: int = 8
 
     def __post_init__(self):
         """Impossible options raise here, not after a round of silent no-ops (``population=0``
         ran 0 trials; ``repeat=0`` logged results without costs as measured)."""
         ints = {"population": 1, "generations": 0, "measures_per_round": 1, "repeat": 1,
                 "min_repeat_ms": 0, "n_workers": 1, "max_per_register_tile": 0,
-                "per_sketch_picks": 0, "sketch_warmup": 0, "diverse_picks": 0, "fresh_picks": 0}
+                "per_sketch_picks": 0, "sketch_warmup": 0, "diverse_picks": 0, "fresh_picks": 0,
+                "cross_target_seeds": 0}
         for name, low in ints.items():
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:

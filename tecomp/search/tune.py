@@ -16,14 +16,18 @@ from dataclasses import dataclass, field
 from ..schedule import Schedule
 from ..schedule.record_family import family_key
 from ..schedule.records import Record, append_records, load_records
-from ..schedule.target_match import same_target
+from ..schedule.target_match import TargetMatch, match_target, same_target
 from .cost_model import RandomModel
+from .decisions import Decisions
 from .evolution import EvolutionarySearch
 from .log_lock import LogLock
 from .measure import LocalMeasurer, MeasureInput
 from .task import SearchTask, TuningOptions
 
 __all__ = ["tune", "TuneResult", "TaskTuner", "default_cost_model", "log_lock"]
+
+#: at most this many of a task's best records from other targets train the model
+_OTHER_TARGET_SAMPLES = 128
 
 
 @dataclass
@@ -87,16 +91,16 @@ class TaskTuner:
         self.resumed = 0  # records of this task the log held when the tuner started
         if log is not None and os.path.exists(log):
             res = self.result
+            records = [r for r in load_records(log) if r.workload_key == task.workload_key]
             # a NODE_LOST record measured nothing: its candidate is measured again
-            mine = [r for r in load_records(log) if r.result.measured
-                    and r.workload_key == task.workload_key
-                    and same_target(r.target, self.target)]
+            mine = [r for r in records if r.result.measured and same_target(r.target, self.target)]
             for r in mine:
                 self.search.remember(r.key, r.result.mean_cost, r.decisions)
                 if r.result.is_valid and r.result.mean_cost < res.best_cost:
                     res.best_cost, res.best_steps = r.result.mean_cost, r.steps
             self.resumed = len(mine)
             self._learn_from(mine)
+            self._seed_from_other_targets(records)
             if options.verbose and self.search.measured:
                 print(f"tecomp: resuming from {log}: {len(self.search.measured)} measured "
                       f"candidates of {task}")
@@ -109,6 +113,40 @@ class TaskTuner:
         cands, _, _ = candidates_from_records(self.task.dag, records)
         by_key = {r.key: r.result for r in records}
         self.model.update(cands, [by_key[c.key] for c in cands])
+
+    def _seed_from_other_targets(self, records) -> None:
+        """Records of this task from another CPU of this kind (see
+        ``TuningOptions.cross_target_seeds``): their best programs seed the search, and a model
+        that can learn from records (``add_records``) learns their order, labelled apart from
+        this machine's measurements (one group per target: costs of two machines do not mix)."""
+        n = self.options.cross_target_seeds
+        if not n:
+            return
+        # a program is valid on every CPU of the kind (each lowers it for its own), so records
+        # of a CPU with features this one lacks seed it too
+        kinds = (TargetMatch.OTHER, TargetMatch.MISSING_FEATURES)
+        other = sorted((r for r in records if r.result.is_valid
+                        and match_target(r.target, self.target) in kinds),
+                       key=lambda r: r.result.mean_cost)
+        if not other:
+            return
+        for r in other:
+            if len(self.search.seeds) >= n:
+                break
+            try:
+                self.search.seeds.append(Decisions.coerce(r.decisions))
+            except (TypeError, ValueError, KeyError):  # a damaged record seeds nothing
+                continue
+        add = getattr(self.model, "add_records", None)
+        if add is not None:
+            by_target: dict = {}
+            # the best half, and the rest evenly spread: the model learns the whole range
+            half = _OTHER_TARGET_SAMPLES // 2
+            step = max(1, -(-(len(other) - half) // half))
+            for r in other[:half] + other[half::step]:
+                by_target.setdefault(r.target, []).append(r)
+            for target, recs in by_target.items():
+                add(self.task, recs, group=f"{self.task.workload_key} @ {target}")
 
     @property
     def exhausted(self) -> bool:

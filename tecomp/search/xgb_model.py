@@ -198,17 +198,21 @@ class XGBModel:
         else:
             self.feats[pos], self.costs[pos], self.groups[pos] = features, float(cost), group
 
-    def add_records(self, task, records) -> int:
+    def add_records(self, task, records, group: str | None = None) -> int:
         """Add the measured programs of tuning ``records`` of ``task`` (records of other workloads
-        are skipped) as training samples, labelled within ``task``'s workload; call
-        :meth:`train` after the last. A model that has seen other tunings on this machine ranks
-        candidates from the first round instead of scoring at random (``python -m
-        tecomp.search.model_eval --other-log`` measures what that is worth). Returns how many
-        programs were added."""
+        are skipped) as training samples, labelled within ``group`` (default: ``task``'s
+        workload; records of another machine need a group of their own, as their costs do not
+        compare with this one's). The model trains on them when it is next asked to predict (or
+        call :meth:`train`). A model that has seen other tunings ranks candidates from the first
+        round instead of scoring at random (``python -m tecomp.search.model_eval --other-log``
+        measures what that is worth). Returns how many programs were added."""
         from .record_candidates import candidates_from_records
         cands, costs, _ = candidates_from_records(task.dag, records)
+        group = task.dag.workload_key if group is None else str(group)
         for c, f, cost in zip(cands, FeatureExtractor(task).extract(cands), costs):
-            self.add_sample(c.key, f, cost, task.dag.workload_key)
+            # the group in the key: one program measured on two machines is two samples
+            self.add_sample(c.key if group == task.dag.workload_key else f"{group} {c.key}", f,
+                            cost, group)
         return len(cands)
 
     @property
@@ -268,6 +272,8 @@ class XGBModel:
     def predict(self, candidates: list) -> np.ndarray:
         """Predicted normalized throughput per candidate (higher is better); uniform random scores
         while warming up, ``-inf`` for a candidate whose features could not be extracted."""
+        if self._should_train():  # samples added without training (add_records)
+            self.train()
         if self.booster is None:
             return self.rng.random(len(candidates))
         return self.predict_features(self.features.extract(candidates))
