@@ -130,13 +130,8 @@ class TaskTuner:
                        key=lambda r: r.result.mean_cost)
         if not other:
             return
-        for r in other:
-            if len(self.search.seeds) >= n:
-                break
-            try:
-                self.search.seeds.append(Decisions.coerce(r.decisions))
-            except (TypeError, ValueError, KeyError):  # a damaged record seeds nothing
-                continue
+        # (a damaged record's decisions name no sketch: it seeds nothing)
+        self.search.seeds = [Decisions.coerce(r.decisions) for r in other[:n]]
         add = getattr(self.model, "add_records", None)
         if add is not None:
             by_target: dict = {}
