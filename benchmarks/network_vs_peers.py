@@ -4,7 +4,9 @@
         --log direct=tuning_logs/resnet50_nhwc.jsonl [--log implicit_gemm=LOG2] [--rounds 5]
 
 For every distinct layer of the layer set (batch 1 unless ``--batch``), each ``--log METHOD=PATH``
-gives the best record of that layer built with that conv method; every method's kernel is a
+gives the best record of that layer built with that conv method, its weight bound at build time
+(``tc.build(..., constants=)``: a packed weight is packed once, as in a compiled model, not in
+the timed call); every method's kernel is a
 tecomp configuration (at 1 and 2 threads). Peers, each at 1 and 2 threads: torch eager in NCHW and
 channels_last with the weight in the same memory format, ``torch.jit.freeze``d ``nn.Conv2d`` in
 both formats (oneDNN packs the weight once), ONNX Runtime with every graph optimization; for the
@@ -23,7 +25,7 @@ import tecomp as tc
 from tecomp.bench.peak import measure_peak
 from tecomp.bench.peers import skipped
 from tecomp.bench.report import compare_workload, geomean, print_header
-from tecomp.testing.networks import layer_set
+from tecomp.workloads.networks import layer_set, layer_weights
 
 
 def layer_name(wl) -> str:
@@ -55,8 +57,12 @@ def main():
         x = wl0.make_inputs(np.random.default_rng(i))
         kernels = {}
         for method, path in logs:
+            wl = sets[method][i][0]
+            # the weights are the network's constants: packed once at build time, as the
+            # peers' are (jit.freeze, ORT) and as tc.compile_model does
+            consts = {t.name: a for t, a in zip(wl.dag.inputs, x) if t.name in layer_weights(wl)}
             try:
-                kernels[method] = tc.build(sets[method][i][0].dag, log=path)
+                kernels[method] = tc.build(wl.dag, log=path, constants=consts)
             except LookupError:
                 continue
         if not kernels:

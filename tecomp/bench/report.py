@@ -120,12 +120,16 @@ def compare_workload(wl, kernels: dict, inputs, name: str | None = None, out=pri
                      peak: float | None = None, **protocol) -> Result:
     """Check and time tecomp's ``kernels`` (``{variant label: Kernel}``) of the workload ``wl``
     (a ``tecomp.workloads.Workload``: ``dag``, ``params``, ``reference``) beside the
-    workload's peers, on ``inputs``; ``name`` picks the peers (default ``wl.name``; ``"dense"``
-    for a matmul that is a network's dense layer)."""
+    workload's peers, on ``inputs`` (a kernel built with ``constants=`` gets the others);
+    ``name`` picks the peers (default ``wl.name``; ``"dense"`` for a matmul that is a network's
+    dense layer)."""
     from .peers import peers_for, tecomp_configs
     cfgs = []
     for label, k in kernels.items():
-        cfgs += tecomp_configs(k, inputs, variant=label)
+        # a kernel built with constants (weights packed once) takes the other inputs only
+        bound = set(k.constant_names)
+        args = [a for t, a in zip(wl.dag.inputs, inputs) if t.name not in bound]
+        cfgs += tecomp_configs(k, args, variant=label)
     cfgs += peers_for(name or wl.name, wl.params, inputs)
     ref = wl.reference(inputs)
     flops = float(wl.dag.flop_count(inputs={t.name: a for t, a in zip(wl.dag.inputs, inputs)}))

@@ -247,7 +247,7 @@ def _tune_network(args) -> int:
     """``tecomp tune --network NAME``: the network's distinct layers under one trial budget
     (:func:`tune_layers`)."""
     from ..search.task import SearchTask
-    from ..workloads.networks import layer_set, layer_specs
+    from ..workloads.networks import layer_set, layer_specs, layer_weights
     for flag in ("shape", "param", "dtype"):
         if getattr(args, flag, None):
             raise CliError(f"--{flag} applies to a WORKLOAD, not to --network", code=2)
@@ -258,7 +258,9 @@ def _tune_network(args) -> int:
                            method=args.method or "direct")
     except ValueError as e:
         raise CliError(one_line(e), code=2) from None
-    tasks = [SearchTask(wl.dag, target, inputs=wl.index_data or None) for wl, _ in layers]
+    # the weights are constants of the network: a packed weight is packed at build time, untimed
+    tasks = [SearchTask(wl.dag, target, inputs=wl.index_data or None,
+                        constants=layer_weights(wl)) for wl, _ in layers]
     weights = [float(c) for _, c in layers]
     names = [_layer_name(spec) for spec, _ in specs]
     log = args.log or os.path.join(

@@ -6,8 +6,8 @@ from collections import OrderedDict
 
 from . import builders as W
 
-__all__ = ["layer_specs", "layer_set", "conv_specs", "conv_kind", "conv_layer", "small_size",
-           "NETWORKS"]
+__all__ = ["layer_specs", "layer_set", "layer_weights", "conv_specs", "conv_kind", "conv_layer",
+           "small_size", "NETWORKS"]
 
 
 def _conv(layers, C, H, O, k, s, p, groups=1):
@@ -100,6 +100,15 @@ def layer_set(name: str, batch: int = 1, layout: str = "NHWC", method: str = "di
             wl = W.conv2d(batch, C, H, H, O, k, k, s, p, 1, g, layout, method)
         out.append((wl, count))
     return out
+
+
+def layer_weights(wl) -> tuple:
+    """Names of the inputs of a :func:`layer_set` workload that are the layer's weights: the conv
+    weight, the dense layer's ``(K, O)`` matrix. In the network they are constants, so a tuning
+    task marks them (``SearchTask(..., constants=)``) and a kernel is built with them bound
+    (``tc.build(..., constants=)``): a weight packed into the tile layout is packed once, at build
+    time, as in a compiled model, not on every call."""
+    return (wl.dag.inputs[1].name,)
 
 
 def conv_specs(*names: str) -> list:

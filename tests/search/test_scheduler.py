@@ -200,3 +200,23 @@ def test_a_task_replays_the_best_programs_of_tasks_with_its_sketches(monkeypatch
     monkeypatch.setattr(evolution, "materialize", spy)
     assert b.ask(4)
     assert c.decisions.table(MutationKind.TILE) in seen
+
+
+def test_a_layer_sets_weights_are_the_constants_of_its_tasks():
+    # a network's weights are constants: the layer-set tasks (tecomp tune --network) measure a
+    # packed weight packed at build time, as tc.compile_model runs it
+    import numpy as np
+
+    from tecomp.search.task import SearchTask
+    from tecomp.testing.networks import layer_weights
+    layers = layer_set("resnet18", layout="NCHW")
+    conv, dense = layers[0][0], layers[-1][0]
+    assert layer_weights(conv) == ("weight",)
+    assert layer_weights(dense) == (dense.dag.inputs[1].name,)
+    assert dense.dag.inputs[1].shape == (512, 1000)  # the (K, O) matrix, not the activations
+    task = SearchTask(conv.dag, constants=layer_weights(conv))
+    assert task.constants == ("weight",)
+    x = conv.make_inputs(np.random.default_rng(0))
+    k = tc.build(conv.dag, constants={"weight": x[1]})
+    assert k.constant_names == ("weight",)
+    np.testing.assert_allclose(k(x[0]), conv.reference(x)[0], rtol=1e-4, atol=1e-4)
