@@ -207,7 +207,8 @@ def phase_axes(state: State, sid: int) -> list:
 def inner_axis_alternatives(state: State, sid: int) -> list:
     """Names of spatial axes worth putting innermost in the register tile instead of the last one.
 
-    When the last spatial axis vectorizes badly (fewer than :data:`VECTOR_POINTS` points, or an
+    When the last spatial axis vectorizes badly (fewer than :data:`VECTOR_POINTS` points, a length
+    that whole vectors do not cover: a 56- or 28-wide NCHW row is 3.5 or 1.75 vectors; or an
     input is read along it with a stride: a strided NCHW conv's input rows; or through a
     zero-inserting stage: a transposed conv's dilated input), an axis of at least
     that many points that indexes one dimension of an input on its own (a conv weight's output
@@ -226,7 +227,8 @@ def inner_axis_alternatives(state: State, sid: int) -> list:
     reads = [x for x in walk(s.op.body) if isinstance(x, TensorRead)]
     strided = any(_scaled(i, last) for r in reads for i in r.indices) \
         or _reads_zero_insertion_along(state, reads, last)
-    if (last.const_extent or 0) >= VECTOR_POINTS and not strided:
+    ext = last.const_extent or 0
+    if ext >= VECTOR_POINTS and ext % VECTOR_POINTS == 0 and not strided:
         return []
     out = []
     for a in axes[:-1]:

@@ -147,7 +147,11 @@ def test_nchw_conv_may_carry_its_vector_along_the_output_channels(stride, method
             break
     else:
         raise AssertionError("no tile with several channels and columns in 200 samples")
-    # a conv whose last axis vectorizes well (stride 1, 12 columns and more) and NHWC get none
-    for wl2 in (W.conv2d(1, 8, 20, 20, 32, 3, 3, 1, 1, 1, 1, "NCHW", "direct"),
+    # a row that whole vectors do not cover (28 columns: 1.75 vectors) gets them too
+    wl28 = W.conv2d(1, 8, 28, 28, 32, 1, 1, 1, 0, 1, 1, "NCHW", "direct")
+    assert sum(s.name.endswith("o-inner") for s in generate_sketches(SearchTask(wl28.dag))) == 2
+    # a conv whose last axis vectorizes well (stride 1, whole vectors) and NHWC get none
+    for wl2 in (W.conv2d(1, 8, 32, 32, 32, 3, 3, 1, 1, 1, 1, "NCHW", "direct"),
                 W.conv2d(1, 8, 12, 12, 32, 3, 3, 2, 1, 1, 1, "NHWC", "direct")):
         assert not any(s.name.endswith("-inner") for s in generate_sketches(SearchTask(wl2.dag)))
+
