@@ -70,6 +70,12 @@ class Kernel:
         """The inputs bound at build time by ``constants=`` (the call takes the others)."""
         return tuple(self._bound[0])
 
+    def call_inputs(self, inputs) -> list:
+        """Of ``inputs`` (one per DAG input, in order), those the call takes: all but the
+        constants bound at build time."""
+        bound = set(self._bound[0])
+        return [a for a, t in zip(inputs, self.dag.inputs) if t.name not in bound]
+
     @property
     def compiled(self):
         """The back end's compiled module: ``source`` and ``assembly()`` for both targets,

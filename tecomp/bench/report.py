@@ -127,9 +127,7 @@ def compare_workload(wl, kernels: dict, inputs, name: str | None = None, out=pri
     cfgs = []
     for label, k in kernels.items():
         # a kernel built with constants (weights packed once) takes the other inputs only
-        bound = set(k.constant_names)
-        args = [a for t, a in zip(wl.dag.inputs, inputs) if t.name not in bound]
-        cfgs += tecomp_configs(k, args, variant=label)
+        cfgs += tecomp_configs(k, k.call_inputs(inputs), variant=label)
     cfgs += peers_for(name or wl.name, wl.params, inputs)
     ref = wl.reference(inputs)
     flops = float(wl.dag.flop_count(inputs={t.name: a for t, a in zip(wl.dag.inputs, inputs)}))

@@ -237,9 +237,7 @@ def run_candidate(kernel, inputs, outputs, reference=None, *, repeat=3, min_repe
     # the raw native call: the arguments were checked once (index data in task_arrays, shapes and
     # dtypes are ours), and Kernel.__call__'s per-call checks would add ~5-50 us to every timing
     if kernel.constant_names:  # built with constants: the call takes the other inputs
-        bound = set(kernel.constant_names)
-        call = kernel.prepared_call([a for a, t in zip(inputs, kernel.dag.inputs)
-                                     if t.name not in bound], list(outputs))
+        call = kernel.prepared_call(kernel.call_inputs(inputs), list(outputs))
     else:
         call = kernel.raw_call(list(inputs) + list(outputs))
     if prepare is not None:

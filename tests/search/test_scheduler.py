@@ -219,4 +219,5 @@ def test_a_layer_sets_weights_are_the_constants_of_its_tasks():
     x = conv.make_inputs(np.random.default_rng(0))
     k = tc.build(conv.dag, constants={"weight": x[1]})
     assert k.constant_names == ("weight",)
+    assert len(k.call_inputs(x)) == 1 and k.call_inputs(x)[0] is x[0]  # the data only
     np.testing.assert_allclose(k(x[0]), conv.reference(x)[0], rtol=1e-4, atol=1e-4)
