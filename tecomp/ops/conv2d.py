@@ -5,11 +5,12 @@ from __future__ import annotations
 from .. import ir
 from ..ir.tensor import Tensor
 from . import arguments as chk
+from .winograd import winograd_conv2d, winograd_tile
 
 __all__ = ["conv2d", "pad2d", "conv2d_output_shape", "normalize_conv2d_args"]
 
 LAYOUTS = ("NCHW", "NHWC")
-METHODS = ("direct", "implicit_gemm")
+METHODS = ("direct", "implicit_gemm", "winograd")
 
 
 def _padding4(padding) -> tuple:
@@ -128,6 +129,11 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
         ``ry, rx, rc`` with ``rc`` fastest), so the convolution is a GEMM of the output pixels
         against the flattened weight, reading the (padded) data directly through the im2col index
         expression.
+        ``"winograd"``: Winograd's F(m x m, 3 x 3) (:mod:`tecomp.ops.winograd`; ``m = 4``, or 2
+        for outputs under 8 pixels on a side), for 3x3 kernels with stride 1, no dilation and
+        ``groups=1`` (else ValueError): input, weight and output transforms and ``(m + 2)^2``
+        matrix products as stages of their own, a quarter of the direct FLOPs for ``m = 4``.
+        Floating-point only; its rounding differs from the direct sum by a few ulps per term.
     name : str
         Name of the output stage.
 
@@ -181,6 +187,16 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
         raise ValueError(f"conv2d: output would be empty ({OH}x{OW}): the padded input "
                          f"{H + pads[0] + pads[2]}x{W + pads[1] + pads[3]} is smaller than the "
                          f"dilated kernel {dh * (KH - 1) + 1}x{dw * (KW - 1) + 1}")
+
+    if method == "winograd":
+        if (KH, KW) != (3, 3) or (sh, sw) != (1, 1) or (dh, dw) != (1, 1) or groups != 1:
+            raise ValueError(f"conv2d: method='winograd' needs a 3x3 kernel, stride 1, dilation 1 "
+                             f"and groups=1; got {KH}x{KW}, stride {(sh, sw)}, dilation "
+                             f"{(dh, dw)}, groups={groups}")
+        if not data.dtype.is_float:
+            raise TypeError(f"conv2d: method='winograd' needs a floating-point dtype, got "
+                            f"{data.dtype}")
+        return winograd_conv2d(data, weight, pads, layout, winograd_tile(OH, OW), name)
 
     pad = pad2d(data, pads, layout)
     OG = O // groups  # output channels per group
