@@ -15,12 +15,32 @@ from ..schedule.state import ComputeLocation, ScheduleError, State
 
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
            "fusion_target", "shared_loops", "is_tiled", "spatial_size", "reduce_size", "small_reduction",
-           "has_data_dependent_loops", "inner_axis_alternatives", "recomputed_at", "phase_axes"]
+           "has_data_dependent_loops", "inner_axis_alternatives", "recomputed_at", "phase_axes",
+           "constant_stages"]
 
 
 def is_output(state: State, sid: int) -> bool:
     t = state.stages[sid].tensor
     return any(t is o for o in state.dag.outputs)
+
+
+def constant_stages(state: State, constants) -> set:
+    """Indices of the compute stages whose values depend only on the inputs named in
+    ``constants`` (a task's build-time constants): at root, such a stage runs once at build time
+    (a Winograd weight transform, a packed weight); computed inside another stage it would run on
+    every call, as often as that stage's loops say."""
+    names = set(constants or ())
+    known, out = set(), set()
+    if not names:
+        return out
+    for sid, s in enumerate(state.stages):
+        if s.is_placeholder:
+            if s.tensor.name in names:
+                known.add(id(s.tensor))
+        elif s.op.inputs and all(id(t) in known for t in s.op.inputs):
+            known.add(id(s.tensor))
+            out.add(sid)
+    return out
 
 
 def _simple_index(e, axes_ids) -> bool:

@@ -141,7 +141,7 @@ def materialize_cpu(task, sketch_id: int, sketch: Sketch, decisions: Decisions,
     steps = sketch.with_lengths(tiles)
     try:
         state = REPLAY_CACHE.replay(task.dag, steps)  # mutants share most steps: see there
-        _compute_locations(state, steps, d[K.LOC], rng)
+        _compute_locations(state, steps, d[K.LOC], rng, an.constant_stages(state, task.constants))
         pack_weights(state, steps, d[K.PACK], rng, apply_step)  # after: the pack stays at root
         _parallel(state, steps, d[K.PAR], rng, task.hardware.num_cores, d[K.CHUNK])
         _vectorize(state, steps, d[K.VEC], rng)
@@ -166,16 +166,18 @@ def _choose(table: dict, name: str, n: int, rng, default=None) -> int:
     return v
 
 
-def _compute_locations(state, steps, table, rng) -> None:
+def _compute_locations(state, steps, table, rng, fixed=frozenset()) -> None:
     """Untiled, non-output stages at root (padding, branchy elementwise, a softmax's row maximum,
     exponentials and row sum, reordered rfactor partials): root, inline, or at a loop of their
     consumer outside its first reduction loop. A stage whose readers are computed inside a loop
     of one root stage (the softmax's row sum and the output both read ``exp``) may be computed at
     that loop too (:func:`~tecomp.search.analysis.shared_loops`), and is by default (half the
-    draws): once per row, in a row's buffer, instead of a whole pass over memory per stage."""
+    draws): once per row, in a row's buffer, instead of a whole pass over memory per stage.
+    The ``fixed`` stages (:func:`~tecomp.search.analysis.constant_stages`) stay at root, where
+    they run once, at build time."""
     for sid in reversed(range(len(state.stages))):
         s = state.stages[sid]
-        if s.is_placeholder or s.location is not ComputeLocation.ROOT \
+        if s.is_placeholder or sid in fixed or s.location is not ComputeLocation.ROOT \
                 or any(type(r) is not ReorderStep for r in s.relations) \
                 or an.is_output(state, sid) or s.op.is_ragged or s.scope is not Scope.GLOBAL:
             continue

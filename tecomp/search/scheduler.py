@@ -18,6 +18,10 @@ The objective is either that weighted latency (the network's run time) or the we
 log latencies (``geomean``): every task's *relative* gain then counts alike, so a small layer far
 from its potential is not starved by the big ones, which is what a per-layer comparison (the
 geometric mean of speedups, no layer left behind) asks for.
+
+Tasks may be *alternatives*: two ways to compute one layer (a convolution direct or by
+Winograd), of which the network runs the faster. Such a set counts once in the objective, by
+its fastest member, and a round on one member is worth only what it can take off that minimum.
 """
 from __future__ import annotations
 
@@ -84,16 +88,29 @@ class TuneTasksResult:
     allocation: list = field(default_factory=list)  # trials per task
     #: tc.tune_model(in_place=K): the InPlaceTask rows of the ranking in the compiled model
     in_place: list = field(default_factory=list)
+    #: sets of task indices that are alternatives (one layer, computed one way or another: only
+    #: the fastest runs); a task in none counts alone
+    alternatives: list = field(default_factory=list)
 
     @property
     def weighted_latency(self) -> float:
-        return sum(w * r.best_cost for w, r in zip(self.weights, self.results))
+        """``sum(w_i * best_i)``, an alternative set counted once, by its fastest member."""
+        total, seen = 0.0, set()
+        for alt in self.alternatives:
+            alt = [i for i in alt if i < len(self.results)]
+            if alt:
+                k = min(alt, key=lambda i: self.results[i].best_cost)
+                total += self.weights[k] * self.results[k].best_cost
+                seen.update(alt)
+        return total + sum(w * r.best_cost for i, (w, r) in
+                           enumerate(zip(self.weights, self.results)) if i not in seen)
 
 
 def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOptions | None = None,
                strategy: SchedulerStrategy | str = SchedulerStrategy.GRADIENT,
                cost_model_factory=None, measurer=None, progress=None,
-               objective: SchedulerObjective | str = SchedulerObjective.LATENCY) -> TuneTasksResult:
+               objective: SchedulerObjective | str = SchedulerObjective.LATENCY,
+               alternatives=None) -> TuneTasksResult:
     """Tune ``tasks`` with ``trials`` measurements in all, allocated round by round.
 
     Parameters
@@ -115,9 +132,13 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
         normalized per task), so a layer with few trials is still ranked by a trained model.
     progress : callable, optional
         Called with the :class:`TuneTasksResult` so far after every round.
+    alternatives : list of lists of int, optional
+        Disjoint sets of task indices that compute the same layer in different ways (the network
+        runs the fastest of each set): a set counts once in the objective, by its fastest member.
     """
     if not tasks:
         raise ValueError("tune_tasks needs at least one task")
+    alternatives = _check_alternatives(alternatives, len(tasks))
     weights = [1.0] * len(tasks) if weights is None else [float(w) for w in weights]
     if len(weights) != len(tasks):
         raise ValueError(f"{len(weights)} weights for {len(tasks)} tasks")
@@ -132,7 +153,7 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
         cost_model_factory = lambda t: shared  # noqa: E731
     with log_lock(log):  # before anything is measured: writable, and no other writer
         tuners = [TaskTuner(t, opt, cost_model_factory(t), log) for t in tasks]
-        out = TuneTasksResult([tu.result for tu in tuners], weights)
+        out = TuneTasksResult([tu.result for tu in tuners], weights, alternatives=alternatives)
         out.allocation = [0] * len(tasks)
         # best latency after each of the task's rounds; a task resumed from the log with a valid
         # record starts warmed up (its log is its first round)
@@ -149,7 +170,7 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
                 if not alive:
                     break
                 i = _pick(strategy, tuners, weights, best_hist, alive, turn, rng, opt.eps_greedy,
-                          objective, opt.measures_per_round)
+                          objective, opt.measures_per_round, alternatives)
                 turn += 1
                 tuners[i].search.transfer = _transfer(tuners, signatures, i)
                 n = tuners[i].round(measurer, min(opt.measures_per_round, trials - used))
@@ -185,11 +206,25 @@ def _transfer(tuners, signatures, i) -> list:
 
 
 def _weighted(out: TuneTasksResult) -> float:
-    return sum(w * r.best_cost for w, r in zip(out.weights, out.results))
+    return out.weighted_latency
+
+
+def _check_alternatives(alternatives, n: int) -> list:
+    """``alternatives`` as a list of lists of task indices, checked (disjoint, in range)."""
+    out, seen = [], set()
+    for alt in alternatives or ():
+        alt = [int(i) for i in alt]
+        if any(i < 0 or i >= n for i in alt) or seen & set(alt) or len(set(alt)) != len(alt):
+            raise ValueError(f"alternatives must be disjoint sets of task indices in [0, {n}), "
+                             f"got {alternatives!r}")
+        seen.update(alt)
+        if len(alt) > 1:
+            out.append(alt)
+    return out
 
 
 def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps, objective,
-          per_round) -> int:
+          per_round, alternatives=()) -> int:
     unwarmed = [i for i in alive if not best_hist[i]]
     if strategy is SchedulerStrategy.ROUND_ROBIN:
         return alive[turn % len(alive)]
@@ -198,7 +233,29 @@ def _pick(strategy, tuners, weights, best_hist, alive, turn, rng, eps, objective
     if rng.random() < eps:
         return int(rng.choice(alive))
     grads = {i: _gradient(i, tuners, weights, best_hist, objective, per_round) for i in alive}
+    for alt in alternatives:
+        _through_minimum(grads, alt, tuners, weights, objective, per_round)
     return min(grads, key=lambda i: grads[i])  # the most negative expected change
+
+
+def _through_minimum(grads: dict, alt: list, tuners, weights, objective, per_round) -> None:
+    """Turn the gradients of the alternatives ``alt`` into what a round on each takes off the
+    set's fastest latency: a member only counts by how far below its rivals' best it may go."""
+    best = {i: tuners[i].result.best_cost for i in alt}
+    for i in alt:
+        if i not in grads or not math.isfinite(grads[i]) or not math.isfinite(best[i]):
+            continue
+        rival = min((best[j] for j in alt if j != i), default=math.inf)
+        g = best[i]
+        per = max(per_round, 1)
+        # the gradient back in seconds of this task's latency per trial
+        dg = grads[i] * (g if SchedulerObjective(objective) is SchedulerObjective.GEOMEAN
+                         else 1.0) / max(weights[i], 1e-12)
+        new = g + dg * per
+        gain = min(new, rival) - min(g, rival)
+        d = weights[i] * gain / per
+        grads[i] = d / min(g, rival) if SchedulerObjective(objective) is \
+            SchedulerObjective.GEOMEAN else d
 
 
 def task_kind(dag) -> tuple:
