@@ -1,10 +1,12 @@
 """A network's tuned layers beside the strongest fair peer of each, from one run.
 
     benchmarks/run.sh network_vs_peers.py --network resnet50 --layout NHWC \\
-        --log direct=tuning_logs/resnet50_nhwc.jsonl [--log implicit_gemm=LOG2] [--rounds 5]
+        --log direct=tuning_logs/resnet50_nhwc.jsonl [--log implicit_gemm=LOG2] \\
+        [--log winograd=LOG3] [--rounds 5]
 
 For every distinct layer of the layer set (batch 1 unless ``--batch``), each ``--log METHOD=PATH``
-gives the best record of that layer built with that conv method, its weight bound at build time
+gives the best record of that layer built with that conv method (a method that does not compute a
+layer, Winograd a strided one, is left out there), its weight bound at build time
 (``tc.build(..., constants=)``: a packed weight is packed once, as in a compiled model, not in
 the timed call); every method's kernel is a
 tecomp configuration (at 1 and 2 threads). Peers, each at 1 and 2 threads: torch eager in NCHW and
@@ -47,7 +49,9 @@ def main():
                     help="a tuning log of the layer set built with conv method METHOD")
     args = ap.parse_args()
     logs = [tuple(s.split("=", 1)) for s in args.log]
-    sets = {m: layer_set(args.network, batch=args.batch, layout=args.layout, method=m)
+    # by layer name: a method may compute only some layers (winograd: the 3x3 stride-1 ones)
+    sets = {m: {layer_name(wl): wl for wl, _ in layer_set(args.network, batch=args.batch,
+                                                          layout=args.layout, method=m)}
             for m, _ in logs}
     base = layer_set(args.network, batch=args.batch, layout=args.layout)
     peak = measure_peak()
@@ -57,7 +61,9 @@ def main():
         x = wl0.make_inputs(np.random.default_rng(i))
         kernels = {}
         for method, path in logs:
-            wl = sets[method][i][0]
+            wl = sets[method].get(layer_name(wl0))
+            if wl is None:
+                continue
             # the weights are the network's constants: packed once at build time, as the
             # peers' are (jit.freeze, ORT) and as tc.compile_model does
             consts = {t.name: a for t, a in zip(wl.dag.inputs, x) if t.name in layer_weights(wl)}

@@ -56,8 +56,9 @@ def _workload_args(p, method=True, optional=False):
                         "repeatable")
     p.add_argument("--dtype", default=None, help="element type (default float32)")
     if method:
-        p.add_argument("--method", choices=["direct", "implicit_gemm"], default=None,
-                       help="conv2d algorithm (conv2d workloads only; default direct)")
+        p.add_argument("--method", choices=["direct", "implicit_gemm", "winograd"], default=None,
+                       help="conv2d algorithm (conv2d workloads only; default direct; winograd: "
+                            "3x3 stride-1 layers only)")
     p.add_argument("--target", default="llvm",
                    help="compilation target (default: llvm, this CPU with its features)")
 

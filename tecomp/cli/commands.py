@@ -207,7 +207,7 @@ def _layer_name(spec) -> str:
     return f"conv {C}x{H}x{H}->{O} k{k} s{st} p{p}" + (f" g{g}" if g != 1 else "")
 
 
-def tune_layers(args, tasks, weights, names, log, opt):
+def tune_layers(args, tasks, weights, names, log, opt, alternatives=()):
     """The layers of a network or model under one trial budget (``tc.tune_tasks`` with one cost
     model shared by every layer), with a progress display and Ctrl-C as a one-line
     :class:`CliError` (the log keeps every finished round); then a table of each layer's best.
@@ -222,7 +222,8 @@ def tune_layers(args, tasks, weights, names, log, opt):
         with measurer_for(args, opt) as measurer:
             out = tune_tasks(tasks, args.trials, log=log, weights=weights, options=opt,
                              cost_model_factory=lambda t: shared, measurer=measurer,
-                             progress=progress, objective=args.objective, **extra)
+                             progress=progress, objective=args.objective,
+                             alternatives=alternatives, **extra)
     except KeyboardInterrupt:
         progress.end()
         tstr = str(tasks[0].target)
@@ -247,15 +248,15 @@ def _tune_network(args) -> int:
     """``tecomp tune --network NAME``: the network's distinct layers under one trial budget
     (:func:`tune_layers`)."""
     from ..search.task import SearchTask
-    from ..workloads.networks import layer_set, layer_specs, layer_weights
+    from ..workloads.networks import layer_set, layer_specs, layer_weights, method_applies
     for flag in ("shape", "param", "dtype"):
         if getattr(args, flag, None):
             raise CliError(f"--{flag} applies to a WORKLOAD, not to --network", code=2)
     target = tune_target(args)
     try:
-        specs = layer_specs(args.network)
-        layers = layer_set(args.network, batch=args.batch, layout=args.layout,
-                           method=args.method or "direct")
+        method = args.method or "direct"
+        specs = [sp for sp in layer_specs(args.network) if method_applies(sp, method)]
+        layers = layer_set(args.network, batch=args.batch, layout=args.layout, method=method)
     except ValueError as e:
         raise CliError(one_line(e), code=2) from None
     # the weights are constants of the network: a packed weight is packed at build time, untimed

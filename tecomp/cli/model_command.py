@@ -89,7 +89,15 @@ def _shapes(items) -> dict:
 
 def cmd_tune_model(args) -> int:
     from ..frontend import Layout, ModelError, from_onnx
-    from ..frontend.tasks import held_tasks, merge_held, model_tasks, record_threshold, task_names
+    from ..frontend.tasks import (
+        held_tasks,
+        merge_held,
+        model_tasks,
+        record_threshold,
+        sub_alternatives,
+        task_alternatives,
+        task_names,
+    )
     if not os.path.isfile(args.model):
         raise CliError(f"no model file at {args.model!r}", code=2)
     if args.min_records is not None and args.min_records < 0:
@@ -109,14 +117,18 @@ def cmd_tune_model(args) -> int:
         raise CliError(f"{args.model}: no layer to tune (no convolution, matrix product or "
                        f"reduction)")
     tasks, weights = [t for t, _ in pairs], [float(n) for _, n in pairs]
+    alts = task_alternatives(model, args.include_simple)
     names = [one_line(n)[:60] for n in task_names(model, args.include_simple)]
     log = args.log or os.path.join("tuning_logs", f"{model.name}.jsonl")
     cmds.check_log_path(log)
     opt = cmds.tuning_options(args)
     tstr = str(tasks[0].target)
+    extra = [i for alt in alts for i in alt[1:]]  # a layer's other variants: not more layers
+    n_layers = int(sum(w for i, w in enumerate(weights) if i not in extra))
+    variants = f", {len(extra)} of them also by Winograd" if extra else ""
     print(f"tuning {model.name} ({args.model}, convolutions in {model.layout.value}): "
-          f"{len(model.nodes)} operators, {len(tasks)} distinct layers ({int(sum(weights))} in "
-          f"all), {args.trials} trials, target {tstr}, log {log}")
+          f"{len(model.nodes)} operators, {len(tasks) - len(extra)} distinct layers ({n_layers} in "
+          f"all{variants}), {args.trials} trials, target {tstr}, log {log}")
     threshold = record_threshold(args.trials, len(tasks), args.min_records)
     held = held_tasks(tasks, log, threshold)
     todo = [i for i in range(len(tasks)) if i not in held]
@@ -130,12 +142,12 @@ def cmd_tune_model(args) -> int:
               f"warmed up and nothing is measured twice")
     if todo:
         sub = cmds.tune_layers(args, [tasks[i] for i in todo], [weights[i] for i in todo],
-                               [names[i] for i in todo], log, opt)
+                               [names[i] for i in todo], log, opt, sub_alternatives(alts, todo))
     else:
         from ..search.scheduler import TuneTasksResult
         sub = TuneTasksResult([], [], allocation=[])
         print("every layer holds its records already: nothing to tune")
-    out = merge_held(sub, todo, held, weights)
+    out = merge_held(sub, todo, held, weights, alts)
     if args.in_place:
         _rank_in_place(model, log, target, args)
     lay = "" if args.layout == "auto" else f", layout=tc.Layout.{args.layout.upper()}"

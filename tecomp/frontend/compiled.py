@@ -23,7 +23,7 @@ import numpy as np
 from ..build import build
 from ..codegen.memory import aligned_empty
 from ..target import Target, TargetKind
-from .fusion import group_dag, partition
+from .fusion import group_variants, partition
 from .graph import Model, ModelError, Op
 from .memory_plan import allocate, live_ranges
 
@@ -234,9 +234,10 @@ def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) 
     for name in model.inputs:
         new_slot(name)
     steps, untuned = [], []
-    gds = [group_dag(model, g) for g in groups]
-    context = model_context(gds)
-    for g, gd in zip(groups, gds):
+    variants = [group_variants(model, g) for g in groups]
+    context = model_context([v[0] for v in variants])
+    for g, vs in zip(groups, variants):
+        gd = _choose_variant(vs, target, log)
         kernel, sched, tuned = _build_group(gd, target, log, context if in_place else "")
         if not tuned and g.anchor is not None:  # an index map alone has little to tune
             untuned.append(g.name)
@@ -251,7 +252,7 @@ def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) 
                 size = model.values[n.inputs[0]].shape[n.attrs["axis"]]
                 checks.append((slot_of[n.inputs[1]], size, n.describe()))
         out = new_slot(g.output)
-        steps.append(Step(kernel, args, out, g.name, checks, sched, gd.constants))
+        steps.append(Step(kernel, args, out, gd.name, checks, sched, gd.constants))
     out_slots = []
     for name in model.outputs:
         if name in slot_of:
@@ -276,6 +277,23 @@ def model_context(gds: list) -> str:
     the same network (whatever its weights) finds them and another network does not."""
     h = hashlib.sha256("|".join(gd.dag.workload_key for gd in gds).encode()).hexdigest()
     return f"model:{h[:16]}"
+
+
+def _choose_variant(variants: list, target, log):
+    """The variant of a group (:func:`~.fusion.group_variants`) whose best record in ``log`` is
+    fastest by the search's measurements; the plain one where no other has a record."""
+    if len(variants) == 1 or log is None:
+        return variants[0]
+    from ..schedule.log_schedule import select_from_log
+    best, best_cost = variants[0], float("inf")
+    for gd in variants:
+        try:
+            _, rec = select_from_log(gd.dag, log, target, on_missing="error")
+        except LookupError:
+            continue
+        if rec.cost < best_cost:
+            best, best_cost = gd, rec.cost
+    return best
 
 
 def _build_group(gd, target, log, context=""):

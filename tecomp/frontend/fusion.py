@@ -20,13 +20,15 @@ then the constant tensors (weights), in order of first use, so that structurally
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import ir
-from .graph import Model, Node, Op, Pattern
+from .graph import Layout, Model, Node, Op, Pattern
+from .lower_nn import ConvAlgorithm
 from .lowering import Imm, inline_as_literal, lower_node
 
-__all__ = ["Group", "partition", "group_dag", "GroupDAG"]
+__all__ = ["Group", "partition", "group_dag", "group_variants", "GroupDAG", "ConvAlgorithm",
+           "winograd_eligible"]
 
 
 @dataclass
@@ -158,10 +160,49 @@ class GroupDAG:
     runtime: list
     constants: dict
     group: Group
+    #: how the group's convolution is computed (DIRECT also for groups without one)
+    algorithm: ConvAlgorithm = ConvAlgorithm.DIRECT
+
+    @property
+    def name(self) -> str:
+        """The group's name, and its algorithm where that is not the plain one."""
+        if self.algorithm is ConvAlgorithm.DIRECT:
+            return self.group.name
+        return f"{self.group.name} [{self.algorithm.value}]"
 
 
-def group_dag(m: Model, g: Group) -> GroupDAG:
-    """Lower group ``g`` of model ``m`` to one ComputeDAG."""
+# Winograd pays off where the matrix products are large enough to run near the FMA peak; below
+# this many input or output channels the transforms (memory-bound) cost more than it saves
+WINOGRAD_MIN_CHANNELS = 16
+
+
+def winograd_eligible(m: Model, n: Node) -> bool:
+    """Whether convolution ``n`` of ``m`` may run as Winograd F(m x m, 3 x 3): a 3x3 kernel,
+    stride 1, no dilation, one group, float32, constant weights (their transform then runs once,
+    at compile time) and at least WINOGRAD_MIN_CHANNELS channels in and out."""
+    if n.op is not Op.CONV2D or n.inputs[1] not in m.constants:
+        return False
+    w = m.values[n.inputs[1]]
+    nhwc = n.attrs.get("layout", Layout.NCHW) is Layout.NHWC
+    kh, kw, ci, co = w.shape if nhwc else (w.shape[2], w.shape[3], w.shape[1], w.shape[0])
+    return ((kh, kw) == (3, 3) and tuple(n.attrs["strides"]) == (1, 1)
+            and tuple(n.attrs["dilations"]) == (1, 1) and n.attrs["groups"] == 1
+            and str(w.dtype) == "float32" and min(ci, co) >= WINOGRAD_MIN_CHANNELS)
+
+
+def group_variants(m: Model, g: Group) -> list:
+    """The ways to compute group ``g``, each a :class:`GroupDAG`: the plain one first, then its
+    convolution by Winograd where :func:`winograd_eligible`. The tuner tunes each as a task of its
+    own; ``compile_model`` runs the one whose best record is fastest."""
+    out = [group_dag(m, g)]
+    if g.anchor is not None and winograd_eligible(m, g.anchor):
+        out.append(group_dag(m, g, ConvAlgorithm.WINOGRAD))
+    return out
+
+
+def group_dag(m: Model, g: Group, algorithm: ConvAlgorithm = ConvAlgorithm.DIRECT) -> GroupDAG:
+    """Lower group ``g`` of model ``m`` to one ComputeDAG (its convolution computed by
+    ``algorithm``)."""
     made = {n.output for n in g.nodes}
     runtime, consts = [], []
     for n in g.nodes:
@@ -183,6 +224,8 @@ def group_dag(m: Model, g: Group) -> GroupDAG:
     tensors = dict(phs)
     out = None
     for s, n in enumerate(g.nodes):
+        if n is g.anchor and algorithm is not ConvAlgorithm.DIRECT:
+            n = replace(n, attrs={**n.attrs, "algorithm": algorithm})
         operands = []
         for k, i in enumerate(n.inputs):
             c = m.constants.get(i)
@@ -193,4 +236,4 @@ def group_dag(m: Model, g: Group) -> GroupDAG:
         out = lower_node(n, operands, f"{n.op.label}{s}")
         tensors[n.output] = out
     dag = ir.ComputeDAG([phs[r] for r in runtime] + [phs[c] for c in consts] + [out])
-    return GroupDAG(dag, runtime, {phs[c].name: m.constants[c] for c in consts}, g)
+    return GroupDAG(dag, runtime, {phs[c].name: m.constants[c] for c in consts}, g, algorithm)

@@ -9,7 +9,7 @@ from ..ir.tensor import Tensor
 from .graph import Layout, Op
 from .lower_elemwise import bcast_index, broadcast_shape, read
 
-__all__ = ["Reduction", "PoolKind", "lower_anchor"]
+__all__ = ["Reduction", "PoolKind", "ConvAlgorithm", "lower_anchor"]
 
 
 class Reduction(enum.Enum):
@@ -17,6 +17,12 @@ class Reduction(enum.Enum):
     MEAN = "mean"
     MAX = "max"
     MIN = "min"
+
+
+class ConvAlgorithm(enum.Enum):
+    """How a convolution is computed (the ``method`` of :func:`tecomp.ops.conv2d`)."""
+    DIRECT = "direct"
+    WINOGRAD = "winograd"
 
 
 class PoolKind(enum.Enum):
@@ -27,9 +33,10 @@ class PoolKind(enum.Enum):
 def _conv2d(ops_: list, attrs: dict, name: str) -> Tensor:
     x, w = ops_[0], ops_[1]
     layout = attrs.get("layout", Layout.NCHW)  # NHWC: weight HWIO (the layout pass made it)
+    method = attrs.get("algorithm", ConvAlgorithm.DIRECT)  # a variant of the group (fusion.py)
     out = ops.conv2d(x, w, stride=attrs["strides"], padding=attrs["pads"],
                      dilation=attrs["dilations"], groups=attrs["groups"], layout=layout.value,
-                     name=name)
+                     method=method.value, name=name)
     if len(ops_) > 2:
         b = ops_[2]
         ch = 1 if layout is Layout.NCHW else 3

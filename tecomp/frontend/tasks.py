@@ -14,25 +14,26 @@ import math
 import os
 import warnings
 
-from .fusion import group_dag, partition
+from .fusion import group_variants, partition
 from .graph import Model
 
-__all__ = ["model_tasks", "tune_model", "task_names", "held_tasks", "record_threshold",
-           "merge_held"]
+__all__ = ["model_tasks", "tune_model", "task_names", "task_alternatives", "held_tasks",
+           "record_threshold", "merge_held", "sub_alternatives"]
 
 
 def _grouped(model: Model, include_simple: bool) -> list:
-    """``[(GroupDAG, count)]``: one per distinct workload key, in first-occurrence order."""
+    """``[(GroupDAG, count)]``: one per distinct workload key, in first-occurrence order (a
+    group's variants, :func:`~.fusion.group_variants`, each a task of its own)."""
     by_key: dict = {}
     for g in partition(model):
         if not include_simple and g.anchor is None:
             continue
-        gd = group_dag(model, g)
-        key = gd.dag.workload_key
-        if key in by_key:
-            by_key[key][1] += 1
-        else:
-            by_key[key] = [gd, 1]
+        for gd in group_variants(model, g):
+            key = gd.dag.workload_key
+            if key in by_key:
+                by_key[key][1] += 1
+            else:
+                by_key[key] = [gd, 1]
     return [(gd, n) for gd, n in by_key.values()]
 
 
@@ -48,7 +49,23 @@ def model_tasks(model: Model, target="llvm", include_simple: bool = False) -> li
 def task_names(model: Model, include_simple: bool = False) -> list:
     """A readable name per task of :func:`model_tasks` (same order): the fused operators and
     the first layer's source node."""
-    return [gd.group.name for gd, _ in _grouped(model, include_simple)]
+    return [gd.name for gd, _ in _grouped(model, include_simple)]
+
+
+def task_alternatives(model: Model, include_simple: bool = False) -> list:
+    """Sets of indices into :func:`model_tasks` that are one layer computed in different ways
+    (:func:`~.fusion.group_variants`): ``compile_model`` runs the fastest of each set, so the
+    task scheduler counts a set once (``tune_tasks(alternatives=)``)."""
+    by_group: dict = {}
+    for i, (gd, _) in enumerate(_grouped(model, include_simple)):
+        by_group.setdefault(id(gd.group), []).append(i)
+    return [v for v in by_group.values() if len(v) > 1]
+
+
+def sub_alternatives(alternatives: list, todo: list) -> list:
+    """``alternatives`` restricted to the tasks ``todo`` and renumbered as their positions."""
+    pos = {t: k for k, t in enumerate(todo)}
+    return [[pos[i] for i in alt if i in pos] for alt in alternatives]
 
 
 def record_threshold(trials: int, n_tasks: int, min_records=None) -> int:
@@ -141,6 +158,7 @@ def tune_model(model: Model, trials: int, log, target="llvm", options=None, meas
         raise ValueError(f"model {model.name!r} has no task to tune (no convolution, matrix "
                          f"product or reduction)")
     tasks, weights = [t for t, _ in pairs], [float(n) for _, n in pairs]
+    alts = task_alternatives(model, include_simple)
     held = held_tasks(tasks, log, record_threshold(trials, len(tasks), min_records))
     todo = [i for i in range(len(tasks)) if i not in held]
     if not todo:
@@ -148,8 +166,9 @@ def tune_model(model: Model, trials: int, log, target="llvm", options=None, meas
     else:
         sub = tune_tasks([tasks[i] for i in todo], trials, log=log,
                          weights=[weights[i] for i in todo], options=options,
-                         measurer=measurer, progress=progress, objective=objective)
-    out = merge_held(sub, todo, held, weights)
+                         measurer=measurer, progress=progress, objective=objective,
+                         alternatives=sub_alternatives(alts, todo))
+    out = merge_held(sub, todo, held, weights, alts)
     if in_place is None:
         in_place = 6 if measurer is None else 0
     if in_place:
@@ -158,9 +177,10 @@ def tune_model(model: Model, trials: int, log, target="llvm", options=None, meas
     return out
 
 
-def merge_held(sub, todo: list, held: dict, weights: list):
-    """One :class:`TuneTasksResult` of all tasks (``weights``: one per task) from ``sub``, the
-    tuning of the tasks at indices ``todo``, and the ``held`` ones' results."""
+def merge_held(sub, todo: list, held: dict, weights: list, alternatives=()):
+    """One :class:`TuneTasksResult` of all tasks (``weights``: one per task; ``alternatives`` as
+    :func:`task_alternatives` gives them) from ``sub``, the tuning of the tasks at indices
+    ``todo``, and the ``held`` ones' results."""
     from ..search.scheduler import TuneTasksResult
     results, alloc = [None] * len(weights), [0] * len(weights)
     for k, i in enumerate(todo):
@@ -169,4 +189,4 @@ def merge_held(sub, todo: list, held: dict, weights: list):
         results[i] = r
     fixed = sum(weights[i] * r.best_cost for i, r in held.items())
     return TuneTasksResult(results, list(weights), [(t, lat + fixed) for t, lat in sub.history],
-                           alloc)
+                           alloc, alternatives=[list(a) for a in alternatives])

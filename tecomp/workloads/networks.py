@@ -7,7 +7,7 @@ from collections import OrderedDict
 from . import builders as W
 
 __all__ = ["layer_specs", "layer_set", "layer_weights", "conv_specs", "conv_kind", "conv_layer",
-           "small_size", "NETWORKS"]
+           "small_size", "method_applies", "NETWORKS"]
 
 
 def _conv(layers, C, H, O, k, s, p, groups=1):
@@ -88,10 +88,21 @@ def layer_specs(name: str) -> list:
         raise ValueError(f"unknown network {name!r}; known: {', '.join(NETWORKS)}") from None
 
 
+def method_applies(spec, method: str) -> bool:
+    """Whether conv ``method`` computes layer ``spec``: direct and implicit GEMM every layer (a
+    dense one as a matmul), Winograd the 3x3, stride-1, ungrouped convolutions only."""
+    if method != "winograd":
+        return True
+    return spec[0] == "conv" and spec[4] == 3 and spec[5] == 1 and spec[7] == 1
+
+
 def layer_set(name: str, batch: int = 1, layout: str = "NHWC", method: str = "direct") -> list:
-    """``[(Workload, count), ...]`` of the network's distinct layers."""
+    """``[(Workload, count), ...]`` of the network's distinct layers that ``method`` computes
+    (:func:`method_applies`: all of them, except for ``"winograd"``)."""
     out = []
     for spec, count in layer_specs(name):
+        if not method_applies(spec, method):
+            continue
         if spec[0] == "dense":
             _, K, O = spec
             wl = W.matmul(batch, O, K)

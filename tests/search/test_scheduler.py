@@ -22,6 +22,19 @@ def test_layer_sets_have_the_known_flop_totals():
         layer_specs("vgg")
 
 
+def test_a_winograd_layer_set_holds_the_3x3_stride_1_layers_only():
+    from tecomp.workloads.networks import method_applies
+    wino = layer_set("resnet50", method="winograd")
+    assert [(w.params["C"], w.params["H"], c) for w, c in wino] == \
+        [(64, 56, 3), (128, 28, 3), (256, 14, 5), (512, 7, 2)]
+    assert all(w.dag.outputs[0].op.tag == "conv2d_winograd" for w, _ in wino)
+    assert method_applies(("conv", 64, 56, 64, 3, 1, 1, 1), "winograd")
+    assert not method_applies(("conv", 64, 56, 64, 3, 2, 1, 1), "winograd")
+    assert not method_applies(("conv", 64, 56, 64, 3, 1, 1, 64), "winograd")
+    assert not method_applies(("dense", 2048, 1000), "winograd")
+    assert method_applies(("dense", 2048, 1000), "implicit_gemm")
+
+
 @pytest.mark.parametrize("strategy", ["gradient", "round-robin"])
 def test_tune_tasks_spends_the_budget_and_warms_up_every_task(tmp_path, strategy):
     tasks = [tc.SearchTask(W.matmul(n, n, n).dag) for n in (16, 24, 32)]
