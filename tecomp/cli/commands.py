@@ -255,7 +255,7 @@ def _tune_network(args) -> int:
     target = tune_target(args)
     try:
         method = args.method or "direct"
-        specs = [sp for sp in layer_specs(args.network) if method_applies(sp, method)]
+        specs = [sp for sp in layer_specs(args.network) if method_applies(sp[0], method)]
         layers = layer_set(args.network, batch=args.batch, layout=args.layout, method=method)
     except ValueError as e:
         raise CliError(one_line(e), code=2) from None

@@ -3,13 +3,27 @@
 :func:`random_steps` applies ``n`` random steps to a Schedule; choices come from ``pick(n)`` (an
 integer in ``[0, n)``, e.g. drawn by hypothesis) so that failing cases shrink. Steps the state
 rejects (ScheduleError) are skipped: the result is always a legal schedule.
+:func:`sampled_candidates` draws the search's own candidates of a task, sketch after sketch.
 """
 from __future__ import annotations
 
 from ..schedule import Schedule, ScheduleError
 from ..schedule.state import Annotation, ComputeLocation
 
-__all__ = ["random_steps"]
+__all__ = ["random_steps", "sampled_candidates"]
+
+
+def sampled_candidates(task, n: int, rng):
+    """``(sketch index, Candidate)`` for up to ``n`` draws of the search's annotator on ``task``'s
+    sketches in turn (fresh decisions each), leaving out the draws that are not legal schedules."""
+    from ..search.decisions import Decisions
+    from ..search.target_search import generate_sketches, materialize
+    sketches = generate_sketches(task)
+    for i in range(n):
+        k = i % len(sketches)
+        cand = materialize(task, k, sketches[k], Decisions(), rng)
+        if cand is not None:
+            yield k, cand
 
 _ACTIONS = ("split", "split", "split", "fuse", "reorder", "annotate", "annotate", "inline",
             "compute_at", "compute_at", "root", "cache_write")

@@ -107,6 +107,19 @@ def test_tune_a_network_layer_set_with_the_scheduler(tmp_path):
     assert "network latency" in out.splitlines()[-1]
 
 
+@pytest.mark.slow  # ~20 s: Winograd candidates take a second or two to build
+def test_tune_a_network_layer_set_by_winograd(tmp_path):
+    """--method winograd tunes the layers Winograd computes (3x3, stride 1), no other."""
+    log = tmp_path / "r18w.jsonl"
+    out = _ok(tecomp("tune", "--network", "resnet18", "--method", "winograd", "--trials", 2,
+                     "--log", log, *FAST, cwd=tmp_path))
+    assert "4 distinct layers" in out
+    rows = [ln.split() for ln in out.splitlines() if ln[:3].strip().isdigit()]
+    assert len(rows) == 4 and rows[0][1:4] == ["conv", "64x56x56->64", "k3"], rows
+    assert all(r[4] == "s1" for r in rows)
+    assert len(load_records(log)) == 2
+
+
 def _children(pid):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:

@@ -6,8 +6,7 @@ import pytest
 
 import tecomp as tc
 from tecomp.ops.winograd import WINOGRAD_TILES, winograd_matrices, winograd_tile
-from tecomp.search.decisions import Decisions
-from tecomp.search.target_search import generate_sketches, materialize
+from tecomp.testing.random_schedules import sampled_candidates
 
 
 def _ref(x, w, pads):
@@ -85,15 +84,9 @@ def test_sampled_candidates_match_numpy_natively_and_emulated(layout):
     by the loop-IR interpreter, equal the reference."""
     dag, x, ref = _case(layout, 1, 8, 6, 6, 16, 1, seed=3)
     task = tc.SearchTask(dag, "llvm")
-    sketches = generate_sketches(task)
-    rng = np.random.default_rng(5)
     tol = dict(rtol=1e-4, atol=1e-4 * np.abs(ref).max())
     built = 0
-    for i in range(6):
-        k = i % len(sketches)
-        cand = materialize(task, k, sketches[k], Decisions(), rng)
-        if cand is None:
-            continue
+    for _, cand in sampled_candidates(task, 6, np.random.default_rng(5)):
         kern = tc.build(dag, schedule=cand.state)
         np.testing.assert_allclose(kern(*x), ref, **tol)
         np.testing.assert_allclose(kern.emulate(*x), ref, **tol)
@@ -129,13 +122,8 @@ def test_the_weight_transform_of_a_constant_weight_stays_at_root_in_every_candid
     assert names(constant_stages(st, ["X"])) == ["conv2d_itrans", "conv2d_itrans0", "conv2d_pad"]
     assert constant_stages(st, []) == set()
     task = tc.SearchTask(dag, "llvm", constants=["W"])
-    sketches = generate_sketches(task)
-    rng = np.random.default_rng(9)
     seen = 0
-    for i in range(24):
-        cand = materialize(task, i % len(sketches), sketches[i % len(sketches)], Decisions(), rng)
-        if cand is None:
-            continue
+    for _, cand in sampled_candidates(task, 24, np.random.default_rng(9)):
         wt = next(s for s in cand.state.stages if s.name == "conv2d_wtrans")
         assert wt.location is ComputeLocation.ROOT
         seen += 1

@@ -8,6 +8,7 @@ import tecomp as tc
 from tecomp.search.decisions import Decisions, MutationKind
 from tecomp.search.register_tile import register_shapes
 from tecomp.search.target_search import generate_sketches, materialize
+from tecomp.testing.random_schedules import sampled_candidates
 
 
 def test_shapes_fit_the_register_file_and_hide_the_fma_latency():
@@ -58,13 +59,8 @@ def test_a_register_tiling_replays_unchanged():
     B = tc.placeholder((64, 1024), name="B")
     task = tc.SearchTask(tc.ComputeDAG([A, B, tc.ops.matmul(A, B)]), target="llvm")
     sketches = generate_sketches(task)
-    rng = np.random.default_rng(3)
     checked = 0
-    for n in range(200):
-        k = n % len(sketches)
-        c = materialize(task, k, sketches[k], Decisions(), rng)
-        if c is None:
-            continue
+    for n, (k, c) in enumerate(sampled_candidates(task, 200, np.random.default_rng(3))):
         tiles = c.decisions.table(MutationKind.TILE)
         again = materialize(task, k, sketches[k], c.decisions, np.random.default_rng(n))
         assert again.decisions.table(MutationKind.TILE) == tiles
