@@ -234,3 +234,20 @@ def test_a_layer_sets_weights_are_the_constants_of_its_tasks():
     assert k.constant_names == ("weight",)
     assert len(k.call_inputs(x)) == 1 and k.call_inputs(x)[0] is x[0]  # the data only
     np.testing.assert_allclose(k(x[0]), conv.reference(x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_round_on_an_alternative_counts_by_what_it_takes_off_the_sets_fastest():
+    """Of two ways to compute one layer (1 ms and 2 ms so far), a round on the slower one is
+    worth only what brings it below the faster; the faster one's gain counts whole."""
+    from types import SimpleNamespace
+
+    from tecomp.search.scheduler import _through_minimum
+    tuners = [SimpleNamespace(result=SimpleNamespace(best_cost=c)) for c in (1.0, 2.0, 3.0)]
+    grads = {0: -0.1, 1: -0.5, 2: -0.7}
+    _through_minimum(grads, [0, 1], tuners, [1.0, 1.0, 1.0], "latency", 1)
+    assert grads[0] == pytest.approx(-0.1) and grads[1] == pytest.approx(0.0)
+    assert grads[2] == -0.7  # not in the set: untouched
+    # weight 2: -3.0 is 1.5 ms off the slower one's 2 ms, 0.5 ms below the faster one's 1 ms
+    grads = {0: -0.1, 1: -3.0}
+    _through_minimum(grads, [0, 1], tuners, [2.0, 2.0], "latency", 1)
+    assert grads[1] == pytest.approx(2.0 * (0.5 - 1.0))
