@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .. import ir
+from ..ops.winograd import winograd_applies
 from .graph import Layout, Model, Node, Op, Pattern
 from .lower_nn import ConvAlgorithm
 from .lowering import Imm, inline_as_literal, lower_node
@@ -185,8 +186,7 @@ def winograd_eligible(m: Model, n: Node) -> bool:
     w = m.values[n.inputs[1]]
     nhwc = n.attrs.get("layout", Layout.NCHW) is Layout.NHWC
     kh, kw, ci, co = w.shape if nhwc else (w.shape[2], w.shape[3], w.shape[1], w.shape[0])
-    return ((kh, kw) == (3, 3) and tuple(n.attrs["strides"]) == (1, 1)
-            and tuple(n.attrs["dilations"]) == (1, 1) and n.attrs["groups"] == 1
+    return (winograd_applies((kh, kw), n.attrs["strides"], n.attrs["dilations"], n.attrs["groups"])
             and str(w.dtype) == "float32" and min(ci, co) >= WINOGRAD_MIN_CHANNELS)
 
 

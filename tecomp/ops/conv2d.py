@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import ir
 from ..ir.tensor import Tensor
 from . import arguments as chk
-from .winograd import winograd_conv2d, winograd_tile
+from .winograd import winograd_applies, winograd_conv2d, winograd_tile
 
 __all__ = ["conv2d", "pad2d", "conv2d_output_shape", "normalize_conv2d_args"]
 
@@ -189,7 +189,7 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
                          f"dilated kernel {dh * (KH - 1) + 1}x{dw * (KW - 1) + 1}")
 
     if method == "winograd":
-        if (KH, KW) != (3, 3) or (sh, sw) != (1, 1) or (dh, dw) != (1, 1) or groups != 1:
+        if not winograd_applies((KH, KW), (sh, sw), (dh, dw), groups):
             raise ValueError(f"conv2d: method='winograd' needs a 3x3 kernel, stride 1, dilation 1 "
                              f"and groups=1; got {KH}x{KW}, stride {(sh, sw)}, dilation "
                              f"{(dh, dw)}, groups={groups}")

@@ -25,7 +25,8 @@ import numpy as np
 from .. import ir
 from ..ir.tensor import Tensor
 
-__all__ = ["winograd_matrices", "winograd_conv2d", "winograd_tile", "WINOGRAD_TILES"]
+__all__ = ["winograd_matrices", "winograd_conv2d", "winograd_tile", "winograd_applies",
+           "WINOGRAD_TILES"]
 
 WINOGRAD_TILES = (2, 4)
 # interpolation points of the Cook-Toom construction, in the order that keeps the transforms'
@@ -70,6 +71,13 @@ def winograd_matrices(m: int, r: int = 3) -> tuple:
     bt.append(_poly(pts))
     f = lambda rows: np.array([[float(x) for x in row] for row in rows])  # noqa: E731
     return f(at).T, f(bt).T, f(g)
+
+
+def winograd_applies(kernel, stride, dilation, groups: int) -> bool:
+    """Whether F(m x m, 3 x 3) computes a convolution of this ``kernel`` size, ``stride`` and
+    ``dilation`` (pairs) and ``groups``: a 3x3 kernel, stride 1, no dilation, one group."""
+    return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+            and groups == 1)
 
 
 def winograd_tile(oh: int, ow: int) -> int:

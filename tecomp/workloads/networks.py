@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from ..ops.winograd import winograd_applies
 from . import builders as W
 
 __all__ = ["layer_specs", "layer_set", "layer_weights", "conv_specs", "conv_kind", "conv_layer",
@@ -93,7 +94,7 @@ def method_applies(spec, method: str) -> bool:
     dense one as a matmul), Winograd the 3x3, stride-1, ungrouped convolutions only."""
     if method != "winograd":
         return True
-    return spec[0] == "conv" and spec[4] == 3 and spec[5] == 1 and spec[7] == 1
+    return spec[0] == "conv" and winograd_applies((spec[4],) * 2, (spec[5],) * 2, (1, 1), spec[7])
 
 
 def layer_set(name: str, batch: int = 1, layout: str = "NHWC", method: str = "direct") -> list:
