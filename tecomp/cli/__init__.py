@@ -7,7 +7,8 @@ Subcommands:
 - ``tecomp tune WORKLOAD --shape ... --trials N --log PATH``: tune it (resuming from the log) with a
   live progress display, then build the best record and compare it likewise; Ctrl-C stops cleanly
   (the log keeps every round measured so far; exit status 130). ``tecomp tune --network resnet18``
-  tunes a network's distinct layers with the task scheduler instead;
+  tunes a network's distinct layers with the task scheduler instead (``--layers 3,7-9``: only
+  those of them);
 - ``tecomp best LOG``: the best valid record of each task (workload key, target) of a log;
 - ``tecomp bench WORKLOAD --shape ... [--log PATH]``: tecomp's best (or default/hand schedule)
   beside numpy / torch / scipy, timed in one run, as a ratio;
@@ -108,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tune a network's distinct conv2d/dense layers instead of one WORKLOAD, "
                         "with the task scheduler (tc.tune_tasks) sharing --trials among them")
     p.add_argument("--batch", type=int, default=1, help="--network: batch size (default 1)")
+    p.add_argument("--layers", default=None, metavar="I[,J-K...]",
+                   help="--network: tune only these of its distinct layers, by their numbers "
+                        "in the table a network tuning prints (1-based; ranges allowed), e.g. "
+                        "the few still behind their peers")
     p.add_argument("--layout", choices=["NHWC", "NCHW"], default="NHWC",
                    help="--network: conv2d layout (default NHWC)")
     p.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",

@@ -149,6 +149,8 @@ def cmd_tune(args) -> int:
     if not args.workload:
         raise CliError("tecomp tune needs a WORKLOAD (e.g. matmul --shape 512 512 512) or "
                        "--network NAME", code=2)
+    if getattr(args, "layers", None):
+        raise CliError("--layers picks layers of a --network, not of a WORKLOAD", code=2)
     target = tune_target(args)
     wl = make_workload(args)
     task = SearchTask(wl.dag, target, inputs=wl.index_data or None)
@@ -244,6 +246,24 @@ def tune_layers(args, tasks, weights, names, log, opt, alternatives=()):
     return out
 
 
+def layer_numbers(text: str, n: int) -> list:
+    """0-based indices, in order and without repeats, of ``--layers`` text such as ``"3,7-9"``
+    (1-based numbers of a network's ``n`` distinct layers)."""
+    out = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        try:
+            a, b = int(lo), int(hi) if sep else int(lo)
+        except ValueError:
+            raise CliError(f"--layers: {part.strip()!r} is not a layer number or a range "
+                           f"such as 3-5", code=2) from None
+        if not 1 <= a <= b <= n:
+            raise CliError(f"--layers: {part.strip()!r} is outside this network's layers "
+                           f"1-{n}", code=2)
+        out.extend(i - 1 for i in range(a, b + 1) if i - 1 not in out)
+    return out
+
+
 def _tune_network(args) -> int:
     """``tecomp tune --network NAME``: the network's distinct layers under one trial budget
     (:func:`tune_layers`)."""
@@ -259,6 +279,11 @@ def _tune_network(args) -> int:
         layers = layer_set(args.network, batch=args.batch, layout=args.layout, method=method)
     except ValueError as e:
         raise CliError(one_line(e), code=2) from None
+    picked = ""
+    if args.layers:
+        keep = layer_numbers(args.layers, len(layers))
+        picked = f" (--layers {args.layers} of {len(layers)})"
+        specs, layers = [specs[i] for i in keep], [layers[i] for i in keep]
     # the weights are constants of the network: a packed weight is packed at build time, untimed
     tasks = [SearchTask(wl.dag, target, inputs=wl.index_data or None,
                         constants=layer_weights(wl)) for wl, _ in layers]
@@ -271,7 +296,7 @@ def _tune_network(args) -> int:
     opt = tuning_options(args)
     tstr = str(tasks[0].target)
     print(f"tuning {args.network} (batch {args.batch}, {args.layout}): {len(tasks)} distinct "
-          f"layers, {args.trials} trials in all ({args.strategy}, {args.objective}), target "
+          f"layers{picked}, {args.trials} trials in all ({args.strategy}, {args.objective}), target "
           f"{tstr}, log {log}")
     mine = sum(count_records(log, t.workload_key, tstr)[0] for t in tasks)
     if mine:

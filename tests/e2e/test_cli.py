@@ -107,6 +107,17 @@ def test_tune_a_network_layer_set_with_the_scheduler(tmp_path):
     assert "network latency" in out.splitlines()[-1]
 
 
+def test_tune_only_some_layers_of_a_network(tmp_path):
+    """--layers tunes the layers of those numbers (as the table numbers them) and no other."""
+    log = tmp_path / "r18.jsonl"
+    out = _ok(tecomp("tune", "--network", "resnet18", "--layers", "12,2-3,2", "--trials", 12,
+                     "--log", log, "--strategy", "round-robin", *FAST, cwd=tmp_path))
+    assert "3 distinct layers (--layers 12,2-3,2 of 12)" in out
+    rows = [ln.split() for ln in out.splitlines() if ln[:3].strip().isdigit()]
+    assert [r[1] for r in rows] == ["dense", "conv", "conv"], rows
+    assert len({r.workload_key for r in load_records(log)}) == 3
+
+
 @pytest.mark.slow  # ~20 s: Winograd candidates take a second or two to build
 def test_tune_a_network_layer_set_by_winograd(tmp_path):
     """--method winograd tunes the layers Winograd computes (3x3, stride 1), no other."""
@@ -292,6 +303,10 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path):
     ([], 2, "required"),
     (["tune", "--trials", "4"], 2, "needs a WORKLOAD"),
     (["tune", "matmul", "--network", "resnet18"], 2, "not both"),
+    (["tune", "--network", "resnet18", "--layers", "13"], 2, "outside this network's layers 1-12"),
+    (["tune", "--network", "resnet18", "--layers", "3-x"], 2, "not a layer number"),
+    (["tune", "--network", "resnet18", "--layers", "5-2"], 2, "outside"),
+    (["tune", "matmul", "--shape", "8", "8", "8", "--layers", "1"], 2, "not of a WORKLOAD"),
 ])
 def test_errors_are_one_line_and_a_nonzero_exit(tmp_path, args, code, words):
     p = tecomp(*args, cwd=tmp_path)
