@@ -15,8 +15,11 @@ both formats (oneDNN packs the weight once), ONNX Runtime with every graph optim
 dense layer ``F.linear`` with its stored ``(out, in)`` weight, a frozen ``nn.Linear``, numpy and
 ORT's Gemm. All timed with the protocol of ``tecomp.bench`` (interleaved shuffled rounds, median
 of each round's fastest batch, spread printed). Prints per layer tecomp ms, the best peer and its
-ms, the ratio (best peer / tecomp: above 1, tecomp is faster), GFLOP/s and the share of the FMA
-peak; then the geometric mean of the ratios, the slowest layer and the count-weighted latency.
+ms, the ratio (best peer / tecomp: above 1, tecomp is faster), GFLOP/s, the share of the FMA
+peak, and the share of the layer's roofline bound with which bound it is: ``fma`` (the FMA peak)
+or ``mem`` (its inputs, weights and output read once at the read bandwidth measured, here, for a
+buffer of that size, as ``tecomp.bench.peak.measure_bandwidth``); then the geometric mean of the
+ratios, the slowest layer and the count-weighted latency.
 """
 import argparse
 import math
@@ -24,7 +27,7 @@ import math
 import numpy as np
 
 import tecomp as tc
-from tecomp.bench.peak import measure_peak
+from tecomp.bench.peak import measure_bandwidth, measure_peak, roofline_seconds
 from tecomp.bench.peers import skipped
 from tecomp.bench.report import compare_workload, geomean, print_header
 from tecomp.workloads.networks import layer_set, layer_weights
@@ -36,6 +39,19 @@ def layer_name(wl) -> str:
         return f"dense {p['M']}x{p['K']} -> {p['N']}"
     return (f"conv C{p['C']} H{p['H']} O{p['O']} k{p['KH']} s{p['stride']} p{p['padding']}"
             + (f" g{p['groups']}" if p["groups"] != 1 else ""))
+
+
+def footprint(wl, x) -> int:
+    """Bytes a layer must move at least: its inputs (weights included) and its output."""
+    out = wl.dag.outputs[0]
+    return sum(a.nbytes for a in x) + int(np.prod(out.shape)) * np.dtype(out.dtype.name).itemsize
+
+
+def bound(flops: float, nbytes: int, peak: float, bw: float, t: float) -> str:
+    """``"NN% fma"`` or ``"NN% mem"``: the share of the roofline bound ``t`` reaches."""
+    least = roofline_seconds(flops, nbytes, peak, bw)
+    kind = "fma" if least == flops / (peak * 1e9) else "mem"
+    return f"{least / t:4.0%} {kind}"
 
 
 def main():
@@ -72,20 +88,23 @@ def main():
             except LookupError:
                 continue
         if not kernels:
-            rows.append((wl0, count, None))
+            rows.append((wl0, count, None, 0, 0.0))
             continue
         print(f"\n== {layer_name(wl0)} (x{count})", flush=True)
         res = compare_workload(wl0, kernels, x, name="dense" if "KH" not in wl0.params
                                else "conv2d", peak=peak, rounds=args.rounds)
-        rows.append((wl0, count, res))
+        nbytes = footprint(wl0, x)
+        bw = measure_bandwidth(nbytes)
+        print(f"bound        {nbytes / 1e6:.2f} MB read at {bw:.1f} GB/s (measured for that size)")
+        rows.append((wl0, count, res, nbytes, bw))
     for line in skipped():
         print(f"skipped: {line}")
     print(f"\n{args.network} batch {args.batch} {args.layout}, fp32: tecomp (best of "
           f"{', '.join(m for m, _ in logs)}, 1 or 2 threads) beside the best fair peer")
     print(f"{'layer':<40} {'n':>2} {'tecomp ms':>10} {'best peer':<38} {'peer ms':>9} "
-          f"{'ratio':>6} {'GFLOP/s':>8} {'peak':>5}")
+          f"{'ratio':>6} {'GFLOP/s':>8} {'peak':>5} {'bound':>9}")
     ratios, lat_t, lat_p = [], 0.0, 0.0
-    for wl, count, res in rows:
+    for wl, count, res, nbytes, bw in rows:
         if res is None:
             print(f"{layer_name(wl):<40} {count:>2} {'untuned':>10}")
             continue
@@ -95,7 +114,8 @@ def main():
         lat_p += count * p.median
         g = res.flops / t.median / 1e9
         print(f"{layer_name(wl):<40} {count:>2} {t.median * 1e3:10.3f} {p.config.label:<38} "
-              f"{p.median * 1e3:9.3f} {res.ratio:6.2f} {g:8.1f} {g / peak:5.0%}")
+              f"{p.median * 1e3:9.3f} {res.ratio:6.2f} {g:8.1f} {g / peak:5.0%} "
+              f"{bound(res.flops, nbytes, peak, bw, t.median):>9}")
     if ratios:
         slow = min(ratios)
         print(f"\ngeometric mean ratio {geomean([r for r, _ in ratios]):.3f} over {len(ratios)} "

@@ -1,8 +1,14 @@
-"""A measured FMA peak of this CPU, as a kernel compiled by tecomp itself.
+"""A measured FMA peak and read bandwidth of this CPU, as kernels compiled by tecomp itself.
 
-Each thread updates ``n_acc`` independent vector accumulators (``acc = acc * a + b``) in registers
-for ``steps`` rounds: enough independent FMAs to cover the FMA latency, no memory traffic. The
-result is the machine's practical fp32 peak that the benchmarks quote next to their kernels.
+Peak: each thread updates ``n_acc`` independent vector accumulators (``acc = acc * a + b``) in
+registers for ``steps`` rounds: enough independent FMAs to cover the FMA latency, no memory
+traffic. The result is the machine's practical fp32 peak that the benchmarks quote next to their
+kernels.
+
+Bandwidth: each thread sums its contiguous share of a buffer into ``n_acc`` vector accumulators,
+over and over, so the buffer sits wherever its size lets it (L2, L3 or DRAM), as a layer's
+weights do when the layer runs again and again. A kernel that must read that many bytes can go no
+faster: the bound of a memory-bound layer (a batch-1 dense layer, a matrix-vector product).
 """
 from __future__ import annotations
 
@@ -13,7 +19,8 @@ from ..ir import dtype as dt
 from ..ir.expr import Const, Load, Var
 from ..ir.loop import Allocate, Buffer, For, ForKind, PrimFunc, Scope, Store, seq
 
-__all__ = ["peak_kernel", "measure_peak", "host_lanes"]
+__all__ = ["peak_kernel", "measure_peak", "host_lanes", "bandwidth_kernel", "measure_bandwidth",
+           "roofline_seconds"]
 
 
 def host_lanes() -> int:
@@ -68,3 +75,60 @@ def measure_peak(n_threads: int | None = None, lanes: int | None = None) -> floa
         k.run([out])
         best = min(best, time.perf_counter() - t0)
     return flops / best / 1e9
+
+
+def bandwidth_kernel(n_threads: int, nbytes: int, reps: int = 1, lanes: int | None = None,
+                     n_acc: int = 8):
+    """Loop IR of the read-bandwidth kernel, reading a float32 buffer of about ``nbytes``
+    (rounded up to whole ``n_threads x n_acc x lanes`` blocks) ``reps`` times, and the bytes one
+    call reads."""
+    lanes = lanes or host_lanes()
+    block = n_threads * n_acc * lanes
+    steps = max(1, -(-nbytes // (4 * block)))
+    data = Buffer("data", (n_threads, steps, n_acc, lanes), dt.float32)
+    out = Buffer("out", (n_threads, n_acc, lanes), dt.float32)
+    acc = Buffer("acc", (n_acc, lanes), dt.float32, Scope.LOCAL)
+    p, r, t, v, l = Var("p"), Var("r"), Var("t"), Var("v"), Var("l")
+
+    def nest(body, v, l):
+        return For(v, _c(0), _c(n_acc), ForKind.UNROLLED,
+                   For(l, _c(0), _c(lanes), ForKind.VECTORIZED, body))
+    init = nest(Store(acc, (v, l), Const(0.0, dt.float32)), v, l)
+    v1, l1 = Var("v"), Var("l")
+    update = For(r, _c(0), _c(reps), ForKind.SERIAL, For(
+        t, _c(0), _c(steps), ForKind.SERIAL,
+        nest(Store(acc, (v1, l1), Load(acc, (v1, l1)) + Load(data, (p, t, v1, l1))), v1, l1)))
+    v2, l2 = Var("v"), Var("l")
+    write = nest(Store(out, (p, v2, l2), Load(acc, (v2, l2))), v2, l2)
+    body = For(p, _c(0), _c(n_threads), ForKind.PARALLEL, Allocate(acc, seq(init, update, write)))
+    return PrimFunc("read_bandwidth", [data, out], body), 4 * block * steps * reps
+
+
+def measure_bandwidth(nbytes: int, n_threads: int | None = None) -> float:
+    """Measured read bandwidth in GB/s (1e9 bytes) of ``n_threads`` (all cores by default)
+    threads reading a buffer of ``nbytes`` again and again (within one call, so that the call's
+    own overhead does not count): the best of 7 calls of a few milliseconds each."""
+    import os
+    import time
+
+    from ..codegen.llvm_cpu import compile_cpu
+    n_threads = n_threads or os.cpu_count() or 1
+    nbytes = max(int(nbytes), 1 << 12)
+    reps = max(1, (64 << 20) // nbytes)  # ~64 MB read a call: milliseconds at any level
+    func, moved = bandwidth_kernel(n_threads, nbytes, reps)
+    k = compile_cpu(func)
+    data = np.random.default_rng(0).random(func.params[0].shape, dtype=np.float32)
+    args = [data, np.empty(func.params[1].shape, np.float32)]
+    k.run(args)
+    best = float("inf")
+    for _ in range(7):
+        t0 = time.perf_counter()
+        k.run(args)
+        best = min(best, time.perf_counter() - t0)
+    return moved / best / 1e9
+
+
+def roofline_seconds(flops: float, nbytes: float, peak_gflops: float, gbytes_s: float) -> float:
+    """The least time a kernel of ``flops`` that must move ``nbytes`` can take at that FMA peak
+    and bandwidth: whichever of the two bounds is higher."""
+    return max(flops / (peak_gflops * 1e9), nbytes / (gbytes_s * 1e9))
