@@ -12,6 +12,10 @@ as ordinary stages of the DAG so that the search schedules each of them:
 - ``s[e, x, p, o]`` and the output: the inverse transform ``A^T M A``, the output stage reading
   its tile's element ``(h % m, w % m)``.
 
+Every stage after the padding runs channels-last. For NCHW the padding copy is also the transpose
+to channels-last, and a last stage transposes the result back: two cheap passes, where reading the
+tiles straight from the channel planes (and writing them back) gathered every vector lane.
+
 The transform matrices are compile-time numbers, not tensors: each coefficient is a ``select`` on
 the loop index it depends on, which the code generator folds to a constant wherever that loop is
 unrolled, and hoists out of the vectorized channel loop elsewhere.
@@ -131,7 +135,15 @@ def winograd_conv2d(data: Tensor, weight: Tensor, padding: tuple, layout: str, m
     # pad so that every tile is whole: TH * m + 2 rows from the top padding on (zeros beyond the
     # convolution's own bottom/right padding are never read into a kept output)
     bottom, right = TH * m + 2 - H - pt, TW * m + 2 - W - pl
-    pad = pad2d(data, (pt, pl, max(bottom, 0), max(right, 0)), layout, name=f"{name}_pad")
+    bottom, right = max(bottom, 0), max(right, 0)
+    if nchw:
+        # NCHW is transposed to channels-last here, in the padding copy: a tile's reads and the
+        # vectorized transforms then run along the contiguous channels, as in NHWC, where
+        # gathering each lane across the channel planes made the transforms slower than the
+        # direct convolution
+        pad = _pad_to_nhwc(data, pt, pl, bottom, right, f"{name}_pad")
+    else:
+        pad = pad2d(data, (pt, pl, bottom, right), layout, name=f"{name}_pad")
 
     def tap(i, j, c, o):  # weight tap (i, j) of (c, o), in the op's weight layout
         return weight[o, c, i, j] if nchw else weight[i, j, c, o]
@@ -142,8 +154,7 @@ def winograd_conv2d(data: Tensor, weight: Tensor, padding: tuple, layout: str, m
 
     def tile_read(p, a, b, c):
         n, th, tw = p // (TH * TW), p // TW % TH, p % TW
-        h, w = th * m + a, tw * m + b
-        return pad[n, c, h, w] if nchw else pad[n, h, w, c]
+        return pad[n, th * m + a, tw * m + b, c]
 
     t = ir.compute((alpha, alpha, P, C), lambda e, b, p, c: _weighted(
         B, e, lambda a: tile_read(p, a, b, c)), name=f"{name}_itrans0", tag="winograd_input")
@@ -159,7 +170,24 @@ def winograd_conv2d(data: Tensor, weight: Tensor, padding: tuple, layout: str, m
         p = n * (TH * TW) + (h // m) * TW + w // m
         return _weighted(A, h % m, lambda e: s[e, w % m, p, o])
 
-    if nchw:
-        return ir.compute((N, O, OH, OW), out, name=name, tag="conv2d_winograd")
-    return ir.compute((N, OH, OW, O), lambda n, h, w, o: out(n, o, h, w), name=name,
+    if not nchw:
+        return ir.compute((N, OH, OW, O), lambda n, h, w, o: out(n, o, h, w), name=name,
+                          tag="conv2d_winograd")
+    # the inverse transform runs channels-last too; one transposing pass writes NCHW (reading
+    # its tile's elements straight into NCHW would gather alpha values per output element)
+    y = ir.compute((N, OH, OW, O), lambda n, h, w, o: out(n, o, h, w), name=f"{name}_nhwc",
+                   tag="winograd_output")
+    return ir.compute((N, O, OH, OW), lambda n, o, h, w: y[n, h, w, o], name=name,
                       tag="conv2d_winograd")
+
+
+def _pad_to_nhwc(data: Tensor, pt: int, pl: int, pb: int, pr: int, name: str) -> Tensor:
+    """``(N, H + pt + pb, W + pl + pr, C)``: the NCHW ``data`` zero-padded and channels-last."""
+    N, C, H, W = data.shape
+    zero = ir.const(0, data.dtype)
+
+    def body(n, h, w, c):
+        cond = (h >= pt) & (h < H + pt) & (w >= pl) & (w < W + pl)
+        return ir.if_then_else(cond, data[n, c, h - pt, w - pl], zero)
+
+    return ir.compute((N, H + pt + pb, W + pl + pr, C), body, name=name, tag="pad")

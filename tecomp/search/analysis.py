@@ -16,7 +16,7 @@ from ..schedule.state import ComputeLocation, ScheduleError, State
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
            "fusion_target", "shared_loops", "is_tiled", "spatial_size", "reduce_size", "small_reduction",
            "has_data_dependent_loops", "inner_axis_alternatives", "recomputed_at", "phase_axes",
-           "constant_stages"]
+           "constant_stages", "transposing_stages"]
 
 
 def is_output(state: State, sid: int) -> bool:
@@ -40,6 +40,27 @@ def constant_stages(state: State, constants) -> set:
         elif s.op.inputs and all(id(t) in known for t in s.op.inputs):
             known.add(id(s.tensor))
             out.add(sid)
+    return out
+
+
+def transposing_stages(state: State) -> set:
+    """Indices of the compute stages that change a tensor's layout: they read an input with
+    their own axes (each index an axis, maybe shifted, as in padding) in another order, as an
+    NCHW -> NHWC copy does. Its reads stride across the input, so at root it runs once; computed
+    at or inlined into a reader's tiles, it would stride again for every tile that overlaps
+    another (a Winograd input tile, a convolution's window)."""
+    out = set()
+    for sid, s in enumerate(state.stages):
+        if s.is_placeholder or s.op.reduce_axes or s.op.is_ragged:
+            continue
+        pos = {id(a): k for k, a in enumerate(s.op.axes)}
+        for x in walk(s.op.body):
+            if not isinstance(x, TensorRead) or not all(_simple_index(i, pos) for i in x.indices):
+                continue
+            order = [pos[id(i if isinstance(i, Var) else i.a)] for i in x.indices]
+            if len(set(order)) == len(order) and order != sorted(order):
+                out.add(sid)
+                break
     return out
 
 

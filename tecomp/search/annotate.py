@@ -141,7 +141,8 @@ def materialize_cpu(task, sketch_id: int, sketch: Sketch, decisions: Decisions,
     steps = sketch.with_lengths(tiles)
     try:
         state = REPLAY_CACHE.replay(task.dag, steps)  # mutants share most steps: see there
-        _compute_locations(state, steps, d[K.LOC], rng, an.constant_stages(state, task.constants))
+        _compute_locations(state, steps, d[K.LOC], rng, an.constant_stages(state, task.constants)
+                           | an.transposing_stages(state))
         pack_weights(state, steps, d[K.PACK], rng, apply_step)  # after: the pack stays at root
         _parallel(state, steps, d[K.PAR], rng, task.hardware.num_cores, d[K.CHUNK])
         _vectorize(state, steps, d[K.VEC], rng)
@@ -173,8 +174,9 @@ def _compute_locations(state, steps, table, rng, fixed=frozenset()) -> None:
     of one root stage (the softmax's row sum and the output both read ``exp``) may be computed at
     that loop too (:func:`~tecomp.search.analysis.shared_loops`), and is by default (half the
     draws): once per row, in a row's buffer, instead of a whole pass over memory per stage.
-    The ``fixed`` stages (:func:`~tecomp.search.analysis.constant_stages`) stay at root, where
-    they run once, at build time."""
+    The ``fixed`` stages stay at root: where they run once, at build time
+    (:func:`~tecomp.search.analysis.constant_stages`), or once per call instead of once per
+    reading tile (:func:`~tecomp.search.analysis.transposing_stages`)."""
     for sid in reversed(range(len(state.stages))):
         s = state.stages[sid]
         if s.is_placeholder or sid in fixed or s.location is not ComputeLocation.ROOT \

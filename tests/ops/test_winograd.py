@@ -130,3 +130,15 @@ def test_the_weight_transform_of_a_constant_weight_stays_at_root_in_every_candid
     assert seen >= 12
     k = tc.build(dag, schedule=cand.state, constants={"W": x[1]})
     np.testing.assert_allclose(k(x[0]), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+def test_nchw_runs_the_transforms_channels_last_between_two_transposes():
+    """NCHW reads each tile from a channels-last padded copy and writes NCHW in a last pass, so the
+    vectorized transforms run along the contiguous channels in both layouts."""
+    dag, x, ref = _case("NCHW", 1, 16, 9, 10, 8, (1, 0, 2, 1))
+    from tecomp.schedule.state import State
+    shapes = {s.name: tuple(s.tensor.shape) for s in State(dag).stages}
+    # a 10 x 9 output in 3 x 3 F(4) tiles: 14 x 14 padded pixels, channels last
+    assert shapes["conv2d_pad"] == (1, 14, 14, 16)
+    assert shapes["conv2d_nhwc"] == (1, 10, 9, 8) and shapes["conv2d"] == (1, 8, 10, 9)
+    np.testing.assert_allclose(tc.build(dag)(*x), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())

@@ -122,3 +122,34 @@ def test_a_stage_cannot_be_computed_at_a_loop_one_of_its_readers_runs_outside():
     from tecomp.schedule.compute_steps import ComputeRootStep
     with pytest.raises(ScheduleError, match="outside loop"):
         st.apply(ComputeRootStep(names.index("softmax_sum")))
+
+
+def test_a_layout_changing_stage_stays_at_root_in_every_candidate():
+    """An NCHW -> NHWC copy (the padding of an NCHW Winograd conv) strides across its input; at
+    root it runs once, inside the transform's tiles it would run again for every overlapping tile.
+    Padding that keeps the layout, and a plain conv's, are not such stages."""
+    from tecomp.schedule.state import ComputeLocation, State
+    from tecomp.search.analysis import transposing_stages
+    from tecomp.testing.random_schedules import sampled_candidates
+    X, Wt = tc.placeholder((1, 8, 9, 9), name="X"), tc.placeholder((16, 8, 3, 3), name="W")
+    dag = tc.ComputeDAG([X, Wt, tc.ops.conv2d(X, Wt, padding=1, method="winograd")])
+    st = State(dag)
+    assert sorted(st.stages[i].name for i in transposing_stages(st)) == ["conv2d", "conv2d_pad"]
+    plain = tc.ComputeDAG([X, Wt, tc.ops.conv2d(X, Wt, padding=1)])
+    assert transposing_stages(State(plain)) == set()
+    Xh = tc.placeholder((1, 9, 9, 8), name="X")
+    T = tc.compute((1, 8, 9, 9), lambda n, c, h, w: Xh[n, h, w, c] * 2.0, name="T")
+    Y = tc.compute((1, 8, 9, 9), lambda n, c, h, w: T[n, c, h, w] + 1.0, name="Y")
+    assert [State(tc.ComputeDAG([Xh, Y])).stages[i].name
+            for i in transposing_stages(State(tc.ComputeDAG([Xh, Y])))] == ["T"]
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 8, 9, 9)).astype("float32")
+    w = np.random.default_rng(1).uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
+    ref = tc.build(plain)(x, w)
+    seen = 0
+    for _, cand in sampled_candidates(SearchTask(dag, "llvm"), 12, np.random.default_rng(2)):
+        pad = next(s for s in cand.state.stages if s.name == "conv2d_pad")
+        assert pad.location is ComputeLocation.ROOT
+        seen += 1
+    assert seen >= 6
+    np.testing.assert_allclose(tc.build(dag, schedule=cand.state)(x, w), ref, rtol=1e-4,
+                               atol=1e-4 * np.abs(ref).max())
