@@ -34,6 +34,7 @@ from .llvm_jit import LOCK, assembly, ensure_init, host_cpu, jit, triple_and_lay
 from .llvm_vector import emit_vector_loop
 from .memory import alloc_flag, check_allocations, failed_allocation, heap_buffers
 from .parallel import emit_parallel
+from .threadpool import SCRATCH_ALLOC, SCRATCH_FREE, has_runtime, runtime
 
 __all__ = ["CompiledCPU", "compile_cpu", "emit_cpu", "emit_module", "host_cpu", "kernel_symbol"]
 
@@ -45,7 +46,8 @@ MAX_EMIT_UNROLL = 64
 # names of library functions the lowered code may call: a kernel must not shadow them
 _RESERVED = {"exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "fmod", "fmodf", "floor",
              "floorf", "malloc", "free", "aligned_alloc", "memset", "memcpy", "memmove", "main",
-             "tecomp_parallel_for"}
+             "tecomp_parallel_for", "tecomp_parallel_for_dynamic", "tecomp_scratch_alloc",
+             "tecomp_scratch_free"}
 
 
 def kernel_symbol(name: str) -> str:
@@ -261,9 +263,11 @@ class StmtEmitter(ExprEmitter):
         return ptr
 
     def heap_allocate(self, s: Allocate, n: int | None) -> None:
-        """``aligned_alloc`` around the body and ``free`` after it; ``n`` is the element count when
-        it is constant."""
+        """A heap block around the body, given back after it; ``n`` is the element count when it
+        is constant. A constant size comes from the runtime's scratch cache (the next call
+        reuses the block's pages: :mod:`.scratch_ir`), any other from ``aligned_alloc``."""
         b, buf = self.b, s.buffer
+        scratch = n is not None and has_runtime()
         if n is not None:
             size = I64(-(-n * buf.dtype.itemsize // 64) * 64)
         else:
@@ -274,9 +278,15 @@ class StmtEmitter(ExprEmitter):
                 count = b.mul(count, dv)
             nbytes = b.mul(count, I64(buf.dtype.itemsize))
             size = b.and_(b.add(nbytes, I64(63)), I64(-64))  # aligned_alloc wants a multiple
-        alloc = self.declare("aligned_alloc", PTR, [I64, I64])
-        free = self.declare("free", VOID, [PTR])
-        ptr = b.call(alloc, [I64(64), size], name=ident(buf.name))
+        if scratch:
+            runtime()  # its symbols must be registered before this module is JIT-compiled
+            alloc = self.declare(SCRATCH_ALLOC, PTR, [I64])
+            free = self.declare(SCRATCH_FREE, VOID, [PTR, I64])
+            ptr = b.call(alloc, [size], name=ident(buf.name))
+        else:
+            alloc = self.declare("aligned_alloc", PTR, [I64, I64])
+            free = self.declare("free", VOID, [PTR])
+            ptr = b.call(alloc, [I64(64), size], name=ident(buf.name))
         # a failed allocation skips the body and leaves the buffer's number in the kernel's
         # alloc-failure word, which CompiledCPU.run turns into a MemoryError (it segfaulted)
         outer = self.cache
@@ -284,7 +294,7 @@ class StmtEmitter(ExprEmitter):
             with ok:
                 self.cache = dict(outer)  # values of the body are not available after it
                 self.with_buffer(buf, ptr, s.body)
-                self.b.call(free, [ptr])
+                self.b.call(free, [ptr, size] if scratch else [ptr])
             with failed:
                 self.b.store(I32(heap_buffers(self.func).index(buf) + 1),
                              alloc_flag(self.module, self.symbol))

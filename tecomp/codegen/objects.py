@@ -22,7 +22,7 @@ from ..ir.loop import PrimFunc
 from . import llvm_jit
 from .llvm_cpu import CompiledCPU, emit_cpu
 from .llvm_jit import LOCK, ensure_init, host_cpu, load_object, triple_and_layout
-from .threadpool import DYNAMIC_ENTRY, ENTRY
+from .threadpool import DYNAMIC_ENTRY, ENTRY, KERNEL_SYMBOLS
 
 __all__ = ["KernelObject", "compile_object", "LoadedCPU", "load_kernel", "host_info",
            "missing_features", "unresolved", "imports_of"]
@@ -57,6 +57,11 @@ class KernelObject:
     def parallel(self) -> bool:
         """Whether the kernel runs parallel loops on the thread pool."""
         return ENTRY in self.imports or DYNAMIC_ENTRY in self.imports
+
+    @property
+    def needs_runtime(self) -> bool:
+        """Whether the kernel calls the runtime (its thread pool or its scratch cache)."""
+        return bool(set(self.imports) & set(KERNEL_SYMBOLS))
 
 
 def imports_of(ir_text: str) -> list:
@@ -130,7 +135,7 @@ def load_kernel(func: PrimFunc, symbol: str, obj: bytes, source=None, assembly=N
     compiling nothing. ``source`` / ``assembly``: texts, or callables giving them on demand.
 
     The caller makes sure every import resolves first (:func:`unresolved`): a kernel with parallel
-    loops needs the thread pool registered (``threadpool.runtime(obj)``)."""
+    loops or scratch buffers needs the runtime registered (``threadpool.runtime(obj)``)."""
     engine, addrs = load_object(obj, [symbol])
     return LoadedCPU(func, symbol, engine, addrs[symbol], source, assembly)
 

@@ -48,7 +48,8 @@ from .threadpool import DYNAMIC_ENTRY, ENTRY, MAX_THREADS, default_num_threads, 
 
 __all__ = ["emit_parallel", "parallel_schedule", "captures", "set_num_threads", "get_num_threads",
            "default_num_threads",
-           "set_spin_time", "shutdown", "stats", "ENTRY", "DYNAMIC_ENTRY"]
+           "set_spin_time", "shutdown", "stats", "set_scratch_cache", "scratch_stats", "ENTRY",
+           "DYNAMIC_ENTRY"]
 
 
 # ----------------------------------------------------------------------------- the pool's settings
@@ -95,6 +96,35 @@ def stats() -> dict:
     """``{"workers": running worker threads, "worker_chunks": chunks run by workers so far}``."""
     rt = runtime()
     return {"workers": rt.stats(0), "worker_chunks": rt.stats(1)}
+
+
+def set_scratch_cache(nbytes: int) -> int:
+    """Free the intermediate buffers the runtime keeps for the next kernel call, and keep at most
+    ``nbytes`` of them from now on (:mod:`.scratch_ir`; default
+    :data:`~.threadpool.SCRATCH_CAP`).
+
+    Parameters
+    ----------
+    nbytes : int
+        0 keeps none: every call allocates its buffers afresh (and may fault their pages in).
+
+    Returns
+    -------
+    int
+        The bytes freed.
+    """
+    nbytes = int(nbytes)
+    if nbytes < 0:
+        raise ValueError(f"set_scratch_cache: nbytes must be >= 0, got {nbytes}")
+    return int(runtime().scratch_set(nbytes))
+
+
+def scratch_stats() -> dict:
+    """``{"cached_bytes": held for the next call, "hits": buffers served from the cache,
+    "misses": buffers allocated afresh}``, counted since the process started."""
+    rt = runtime()
+    return {"cached_bytes": rt.scratch_stats(0), "hits": rt.scratch_stats(1),
+            "misses": rt.scratch_stats(2)}
 
 
 def shutdown() -> None:

@@ -13,6 +13,10 @@ short iterations (empty sparse rows) takes the next chunk while another still ru
 dense row), which equal static chunks cannot do. Both entries share the launch code; the static
 path only gains one well-predicted branch per worker wake-up.
 
+The same module holds the scratch-block cache (:mod:`.scratch_ir`): ``tecomp_scratch_alloc`` and
+``tecomp_scratch_free``, which a kernel calls for its intermediate buffers of a constant size, so
+that calling it again reuses the pages of the last call instead of faulting in fresh ones.
+
 Design:
 
 - Workers are native threads (``pthread_create`` from the JIT code, started lazily by the first
@@ -44,11 +48,12 @@ import threading
 import llvmlite.binding as llvm
 
 from .llvm_jit import LOCK, compile_object, jit, load_object, triple_and_layout
+from .scratch_ir import IR as _SCRATCH_IR
 from .threadpool_ir import IR as _IR
 
 __all__ = ["ENTRY", "DYNAMIC_ENTRY", "MAX_THREADS", "SPIN_SECONDS", "SYMBOLS", "runtime", "loaded",
-           "object_code",
-           "default_num_threads"]
+           "object_code", "default_num_threads", "SCRATCH_ALLOC", "SCRATCH_FREE", "SCRATCH_SLOTS",
+           "SCRATCH_CAP", "KERNEL_SYMBOLS", "has_runtime"]
 
 #: the symbol kernels call
 ENTRY = "tecomp_parallel_for"
@@ -58,9 +63,16 @@ DYNAMIC_ENTRY = "tecomp_parallel_for_dynamic"
 MAX_THREADS = 256
 #: how long a waiting worker (or launcher) spins before it sleeps on a futex
 SPIN_SECONDS = 1e-3
-#: the functions the runtime defines (the entry, and the pool's controls)
+#: the symbols kernels call for an intermediate buffer of a constant size (:mod:`.scratch_ir`)
+SCRATCH_ALLOC, SCRATCH_FREE = "tecomp_scratch_alloc", "tecomp_scratch_free"
+#: blocks the scratch cache holds at most, and its default cap in bytes
+SCRATCH_SLOTS, SCRATCH_CAP = 256, 512 << 20
+#: the functions the runtime defines (the entries kernels call, and the pool's controls)
 SYMBOLS = (ENTRY, DYNAMIC_ENTRY, "tecomp_pool_set", "tecomp_pool_stats", "tecomp_pool_shutdown",
-           "tecomp_pool_after_fork")
+           "tecomp_pool_after_fork", SCRATCH_ALLOC, SCRATCH_FREE, "tecomp_scratch_set",
+           "tecomp_scratch_stats")
+#: the symbols a kernel module may call in the runtime
+KERNEL_SYMBOLS = (ENTRY, DYNAMIC_ENTRY, SCRATCH_ALLOC, SCRATCH_FREE)
 #: optimization level the runtime is compiled at
 _OPT = 2
 
@@ -81,7 +93,15 @@ def _source() -> str:
     triple, layout = triple_and_layout()
     return (f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'
             + _IR.format(MAXT=MAX_THREADS, SYS_FUTEX=sys_futex, PAUSE=pause, ENTRY=ENTRY,
-                         DYNAMIC_ENTRY=DYNAMIC_ENTRY))
+                         DYNAMIC_ENTRY=DYNAMIC_ENTRY)
+            + _SCRATCH_IR.format(SLOTS=SCRATCH_SLOTS, CAP=SCRATCH_CAP, PAUSE=pause))
+
+
+def has_runtime() -> bool:
+    """Whether this architecture has the runtime (thread pool and scratch cache). Elsewhere a
+    kernel with parallel loops cannot be built, and a kernel's intermediate buffers come from
+    ``aligned_alloc`` on every call."""
+    return platform.machine().lower() in _ARCH
 
 
 _OBJECT: bytes | None = None
@@ -117,6 +137,11 @@ class _Runtime:
         self.stats = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32)(fn("tecomp_pool_stats"))
         self.shutdown = ctypes.CFUNCTYPE(None, ctypes.c_int32)(fn("tecomp_pool_shutdown"))
         self.after_fork = ctypes.CFUNCTYPE(None)(fn("tecomp_pool_after_fork"))
+        self.scratch_set = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(
+            fn("tecomp_scratch_set"))
+        self.scratch_stats = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32)(
+            fn("tecomp_scratch_stats"))
+        self.kernel_addresses = {s: fn(s) for s in KERNEL_SYMBOLS}
         self.threads = default_num_threads()
         self.spin = SPIN_SECONDS
         self.push()
@@ -164,8 +189,8 @@ def runtime(obj: bytes | None = None) -> _Runtime:
                 raise NotImplementedError(f"parallel loops: no thread pool for architecture "
                                           f"{platform.machine()!r}")
             rt = _Runtime(obj)
-            llvm.add_symbol(ENTRY, rt.address)
-            llvm.add_symbol(DYNAMIC_ENTRY, rt.dynamic_address)
+            for name, addr in rt.kernel_addresses.items():
+                llvm.add_symbol(name, addr)
             atexit.register(_at_exit)
             if hasattr(os, "register_at_fork"):
                 os.register_at_fork(after_in_child=_after_fork)

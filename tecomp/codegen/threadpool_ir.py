@@ -351,6 +351,7 @@ done:
 
 ; in a forked child: the workers did not survive the fork
 define void @tecomp_pool_after_fork() {{
+  call void @rt_scratch_after_fork()
   store i64 0, ptr @rt_started, align 8
   store atomic i32 0, ptr @rt_shutdown seq_cst, align 4
   store atomic i32 0, ptr @rt_busy seq_cst, align 4

@@ -121,11 +121,12 @@ def load(path, by: str = "key", check_target: bool = True) -> dict:
         _check_object(obj, k, func, where)
         checked.append((k, obj, dag, func))
     pool = None
-    if any(k["parallel"] for k in kernels) and threadpool.loaded() is None:
+    if any(set(k["imports"]) & set(threadpool.KERNEL_SYMBOLS) for k in kernels) \
+            and threadpool.loaded() is None:
         rt = m["runtime"]  # one pool per process: one already running is reused
         if not rt:
-            raise ValueError(f"{dirpath}: kernels with parallel loops but no runtime object in "
-                             f"the manifest")
+            raise ValueError(f"{dirpath}: kernels that call the runtime (parallel loops, scratch "
+                             f"buffers) but no runtime object in the manifest")
         pool = read_export_file(dirpath, rt["object"], rt["sha256"], "the thread pool object")
         _check_runtime(pool, rt, dirpath)
     missing = objects.unresolved(sorted({s for k in kernels for s in k["imports"]}

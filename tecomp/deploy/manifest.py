@@ -5,7 +5,8 @@ longer reads: unpickling runs code)::
 
     out_dir/
       manifest.json          what is below, the host it was compiled for, the kernels' signatures
-      tecomp_runtime.o       the parallel-loop thread pool (when a kernel has parallel loops)
+      tecomp_runtime.o       the runtime: parallel-loop thread pool and scratch-buffer cache
+                             (when a kernel calls it: parallel loops, intermediate buffers)
       NAME.o                 the kernel's machine code (relocatable object, JIT code model)
       NAME.dag.json          the ComputeDAG as plain JSON data (:mod:`.dag_json`): argument checks,
                              index-data checks, emulate() and loop_ir, rebuilt without compiling
@@ -30,7 +31,8 @@ longer reads: unpickling runs code)::
                   "loop_ir": "matmul_679be33c.loop.txt", "loop_ir_sha256": "...",
                   "args": [{"name": "A", "shape": [1024, 1024], "dtype": "float32",
                             "role": "input"}, ..., {"name": "matmul", ..., "role": "output"}],
-                  "parallel": true, "imports": ["aligned_alloc", "free", "tecomp_parallel_for"],
+                  "parallel": true, "imports": ["tecomp_parallel_for", "tecomp_scratch_alloc",
+                                                "tecomp_scratch_free"],
                   "index_checks": {"csr": [{"indptr": "indptr", "nnz": 346, "indices": "indices",
                                             "ncols": 50}],
                                    "bounds": [{"compute": "csr_spmm", "access": "read",

@@ -334,3 +334,44 @@ def test_main_export(exported, tmp_path, capsys):
         deploy.main_export([exported["log"], "--out", str(tmp_path / "e")])
     with pytest.raises(SystemExit):
         deploy.main_export([exported["log"], "--out", str(tmp_path / "e"), "--shape", "4"])
+
+
+_SCRATCH_CHILD = textwrap.dedent(r"""
+    import sys
+    import numpy as np
+    import tecomp as tc
+    from tecomp.codegen import threadpool
+    (k,) = tc.load(sys.argv[1]).values()
+    a = np.load(sys.argv[2])
+    assert threadpool.loaded() is not None and threadpool.loaded().from_object
+    for _ in range(3):  # the second and third calls take the first call's buffer back
+        out = k(a)
+    assert threadpool.loaded().scratch_stats(1) >= 2
+    np.save(sys.argv[3], out)
+""")
+
+
+def test_a_serial_kernel_with_an_intermediate_buffer_loads_the_runtime(tmp_path):
+    """No parallel loop, but a 1 MB intermediate from the runtime's scratch cache: the export
+    carries the runtime, and a fresh process loads it from there."""
+    A = tc.placeholder((512, 512), name="A")
+    T = tc.compute((512, 512), lambda i, j: A[i, j] * 2.0, name="T")
+    B = tc.compute((512, 512), lambda i, j: T[j, i] + 1.0, name="B")
+    dag = tc.ComputeDAG([A, B])
+    sched = tc.Schedule(dag)
+    log = str(tmp_path / "log.jsonl")
+    append_records(log, [_record(dag, sched)])
+    m = deploy.export(log, str(tmp_path / "out"), [dag])
+    (k,) = m["kernels"]
+    assert not k["parallel"] and "tecomp_scratch_alloc" in k["imports"]
+    assert m["runtime"] is not None
+    a = np.random.default_rng(0).uniform(-1, 1, (512, 512)).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    script = tmp_path / "child.py"
+    script.write_text(_SCRATCH_CHILD)
+    p = subprocess.run([sys.executable, str(script), str(tmp_path / "out"), str(tmp_path / "a.npy"),
+                        str(tmp_path / "out.npy")], capture_output=True, text=True, timeout=120,
+                       env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), a.T * np.float32(2) + 1)
