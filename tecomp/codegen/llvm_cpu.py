@@ -281,7 +281,12 @@ class StmtEmitter(ExprEmitter):
         if scratch:
             runtime()  # its symbols must be registered before this module is JIT-compiled
             alloc = self.declare(SCRATCH_ALLOC, PTR, [I64])
+            # a fresh block, as malloc's: without this LLVM must assume the buffer aliases every
+            # other pointer, and keeps the kernel's loads and stores in order (2.4x slower tiles)
+            alloc.return_value.add_attribute("noalias")
+            alloc.attributes.add("nounwind")
             free = self.declare(SCRATCH_FREE, VOID, [PTR, I64])
+            free.attributes.add("nounwind")
             ptr = b.call(alloc, [size], name=ident(buf.name))
         else:
             alloc = self.declare("aligned_alloc", PTR, [I64, I64])

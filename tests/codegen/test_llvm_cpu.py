@@ -458,6 +458,8 @@ def test_local_allocation(size):
     text = emit_module(fn)
     if size * 4 > 64 * 1024:  # a constant size: from the runtime's scratch cache
         assert "tecomp_scratch_alloc" in text and "tecomp_scratch_free" in text
+        # a fresh block to LLVM, as malloc's is (else every access of it may alias every other)
+        assert 'declare noalias ptr @"tecomp_scratch_alloc"' in text
     else:
         assert "alloca [8 x float], align 64" in text
     a, o = rand(dt.float32, rows * size).reshape(rows, size), garbage(dt.float32, (rows, size))
