@@ -11,6 +11,7 @@ This module emits statements and assembles the module; expressions and their num
 from __future__ import annotations
 
 import ctypes
+import weakref
 
 import llvmlite.ir as ir
 from llvmlite.ir import values as ir_values
@@ -341,6 +342,24 @@ class CompiledCPU:
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(func.params)))
         self._cfunc = proto(address)
         self._alloc_flag = failed_allocation(engine, symbol) if engine is not None else None
+        self._last = [None] * len(func.params)  # (weakref to an array, its address) by position
+
+    def _addresses(self, arrays: list) -> list:
+        """The data addresses of ``arrays``. ``a.ctypes.data`` takes a microsecond an array, so
+        each position remembers its last array (weakly) and address: an array's data never
+        moves, and a loop calling with the same arrays skips it. One tuple per position, swapped
+        whole, so concurrent callers never pair one array with another's address."""
+        last = self._last
+        out = []
+        for i, a in enumerate(arrays):
+            ent = last[i]
+            if ent is not None and ent[0]() is a:
+                out.append(ent[1])
+            else:
+                p = a.ctypes.data
+                last[i] = (weakref.ref(a), p)
+                out.append(p)
+        return out
 
     def run(self, arrays: list) -> None:
         """Call the kernel on ``arrays`` (in ``func.params`` order, C-contiguous, of the right dtype
@@ -348,7 +367,7 @@ class CompiledCPU:
         if len(arrays) != len(self.func.params):
             raise ValueError(f"{self.func.name} takes {len(self.func.params)} arrays, "
                              f"got {len(arrays)}")
-        self._cfunc(*[a.ctypes.data for a in arrays])
+        self._cfunc(*self._addresses(arrays))
         if self._alloc_flag is not None and self._alloc_flag.value:
             self._alloc_flag.raise_error(self.func)
 

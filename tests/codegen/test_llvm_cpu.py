@@ -500,3 +500,20 @@ def test_run_checks_argument_count():
     k = compile_cpu(PrimFunc("one", [A], loop(i, 0, 4, Store(A, (i,), Const(1.0, dt.float32)))))
     with pytest.raises(ValueError, match="takes 1 arrays"):
         k.run([])
+
+
+def test_a_kernel_called_again_with_other_arrays_uses_their_addresses():
+    """run() remembers each position's last array and address; a new array in a position (or a
+    new one where a dead one was) must be read and written at its own address."""
+    A = Buffer("A", (N,), dt.float32)
+    O = Buffer("O", (N,), dt.float32)
+    i = Var("i")
+    k = compile_cpu(PrimFunc("twice", [A, O], loop(i, 0, N, Store(O, (i,), Load(A, (i,)) * 2.0))))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        a, o = rng.standard_normal(N).astype(np.float32), garbage(dt.float32, (N,))
+        k.run([a, o])
+        np.testing.assert_array_equal(o, a * np.float32(2))
+        k.run([o, a])  # the same arrays, swapped positions
+        np.testing.assert_array_equal(a, o * np.float32(2))
+        del a, o  # the next arrays may reuse these objects' memory and ids
