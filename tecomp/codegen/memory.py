@@ -1,7 +1,8 @@
 """A kernel's buffers against this machine's memory: checked at build time, and failed
 allocations reported at run time.
 
-A kernel allocates its intermediate buffers itself (``aligned_alloc``); one that cannot exist here
+A kernel allocates its intermediate buffers itself (from the runtime's scratch cache,
+:mod:`.scratch_ir`, or ``aligned_alloc``); one that cannot exist here
 (a (2**20, 2**20) float32 intermediate behind a small output: 4 TiB) made the allocation fail and
 the kernel write through a null pointer. Such a kernel is refused when it is built, with a
 ``MemoryError`` naming the buffer and its size. An allocation that fails when the kernel runs
