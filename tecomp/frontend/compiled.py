@@ -237,7 +237,7 @@ def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) 
     variants = [group_variants(model, g) for g in groups]
     context = model_context([v[0] for v in variants])
     for g, vs in zip(groups, variants):
-        gd = _choose_variant(vs, target, log)
+        gd = _choose_variant(vs, target, log, context if in_place else "")
         kernel, sched, tuned = _build_group(gd, target, log, context if in_place else "")
         if not tuned and g.anchor is not None:  # an index map alone has little to tune
             untuned.append(g.name)
@@ -279,12 +279,28 @@ def model_context(gds: list) -> str:
     return f"model:{h[:16]}"
 
 
-def _choose_variant(variants: list, target, log):
-    """The variant of a group (:func:`~.fusion.group_variants`) whose best record in ``log`` is
-    fastest by the search's measurements; the plain one where no other has a record."""
+def _choose_variant(variants: list, target, log, context: str = ""):
+    """The variant of a group (:func:`~.fusion.group_variants`) to run: the fastest in this
+    model where the log's in-place ranking (:mod:`.in_place`, under ``context``) timed variants
+    against each other in its latest run; else the one whose best record is fastest by the
+    search's measurements (alone, weights warm); the plain one where no other has a record."""
     if len(variants) == 1 or log is None:
         return variants[0]
-    from ..schedule.log_schedule import select_from_log
+    from ..schedule.log_schedule import (
+        load_records_cached,
+        median_cost,
+        ranked_context_records,
+        select_from_log,
+    )
+    if context:
+        records = load_records_cached(log, contexts=True)
+        timed = {}
+        for k, gd in enumerate(variants):
+            ranked = ranked_context_records(records, gd.dag.workload_key, target, context)
+            if ranked:
+                timed[k] = (ranked[0].result.timestamp, median_cost(ranked[0]))
+        if len(timed) >= 2 and len({t for t, _ in timed.values()}) == 1:
+            return variants[min(timed, key=lambda k: timed[k][1])]
     best, best_cost = variants[0], float("inf")
     for gd in variants:
         try:

@@ -158,6 +158,12 @@ def ranked_context_records(records, workload_key: str, target, context: str) -> 
     return out
 
 
+def median_cost(record) -> float:
+    """The median of a record's timings: how in-place records rank (one slow round of a noisy
+    model run does not decide)."""
+    return _median(record.result.costs)
+
+
 def _median(xs) -> float:
     xs = sorted(xs)
     n = len(xs)

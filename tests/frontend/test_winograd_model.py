@@ -91,3 +91,65 @@ def test_compile_runs_the_faster_variant_and_matches_onnxruntime(tmp_path):
     first = next(s for s in cm.steps if "Conv" in s.name)
     assert first.name.endswith("[winograd]") == bool(faster)
     np.testing.assert_allclose(cm(x), want, rtol=1e-4, atol=1e-4)
+
+
+def _sampled_records(task, costs, seed):
+    """Records of distinct sampled schedules of ``task`` with the given (made-up) search costs."""
+    from tecomp.schedule.records import MeasureResult, Record
+    from tecomp.search.decisions import Decisions
+    from tecomp.search.target_search import generate_sketches, materialize
+    r = np.random.default_rng(seed)
+    sketches, seen, out = generate_sketches(task), set(), []
+    for _ in range(100):
+        k = int(r.integers(len(sketches)))
+        cand = materialize(task, k, sketches[k], Decisions(), r)
+        if cand is None or cand.state.key in seen:
+            continue
+        seen.add(cand.state.key)
+        out.append(Record(task.workload_key, str(task.target), cand.state.steps_records(), {},
+                          MeasureResult(costs=(costs[len(out)],)), flop_count=1.0))
+        if len(out) == len(costs):
+            return out
+    raise AssertionError("too few distinct schedules")
+
+
+def test_in_place_ranking_times_both_variants_and_compile_runs_the_faster_there(tmp_path):
+    """The Winograd variant is faster alone (by the search's costs) and runs; the in-place
+    ranking times the direct variant's best records in its place too, in the same model runs,
+    so both variants get timings of one ranking; compile_model then runs the one faster in
+    place. In-place timings of different runs do not compare: the search's costs decide."""
+    from tecomp.frontend.in_place import rank_in_place
+    from tecomp.schedule.records import MeasureResult, Record, append_records
+    proto = two_convs()
+    model = tc.from_onnx(proto)
+    tasks = [t for t, _ in model.tasks()]
+    log = tmp_path / "m.jsonl"
+    append_records(log, _sampled_records(tasks[0], [2e-3, 3e-3], 1)       # direct
+                   + _sampled_records(tasks[1], [1e-3, 1.5e-3], 2)        # Winograd: faster
+                   + _sampled_records(tasks[2], [1e-3, 2e-3], 3))
+    x = rng.standard_normal((1, C, H, H)).astype(np.float32)
+    want = ort_run(proto, {"x": x})[0]
+    first_conv = lambda cm: next(s for s in cm.steps if "Conv" in s.name)  # noqa: E731
+    assert first_conv(tc.compile_model(model, log=str(log))).name.endswith("[winograd]")
+    rank_in_place(model, log, candidates=2, rounds=1)
+    ctx = [r for r in load_records(str(log), contexts=True) if r.context]
+    keys = {r.workload_key: r.result.timestamp for r in ctx}
+    assert tasks[0].workload_key in keys and tasks[1].workload_key in keys
+    assert keys[tasks[0].workload_key] == keys[tasks[1].workload_key]  # one ranking run
+    cm = tc.compile_model(model, log=str(log))
+    np.testing.assert_allclose(cm(x), want, rtol=1e-4, atol=1e-4)
+    # made-up in-place timings of a newer ranking: the direct variant 10x faster in place
+    stamp = max(keys.values()) + 1
+    fake = [Record(r.workload_key, r.target, r.steps, {}, MeasureResult(
+                costs=(1e-4 if r.workload_key == tasks[0].workload_key else 1e-3,) * 3,
+                timestamp=stamp), flop_count=1.0, context=cm.context)
+            for r in ctx if r.workload_key in (tasks[0].workload_key, tasks[1].workload_key)]
+    append_records(log, fake)
+    cm = tc.compile_model(model, log=str(log))
+    assert not first_conv(cm).name.endswith("[winograd]")
+    np.testing.assert_allclose(cm(x), want, rtol=1e-4, atol=1e-4)
+    # a still newer ranking that timed only the Winograd variant: no comparison, search decides
+    append_records(log, [Record(r.workload_key, r.target, r.steps, {}, MeasureResult(
+        costs=(5e-3,) * 3, timestamp=stamp + 1), flop_count=1.0, context=cm.context)
+        for r in fake if r.workload_key == tasks[1].workload_key])
+    assert first_conv(tc.compile_model(model, log=str(log))).name.endswith("[winograd]")
