@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..schedule import Schedule, ScheduleError
 from ..schedule.state import Annotation, ComputeLocation
 
-__all__ = ["random_steps", "sampled_candidates"]
+__all__ = ["random_steps", "sampled_candidates", "sampled_records"]
 
 
 def sampled_candidates(task, n: int, rng):
@@ -24,6 +24,28 @@ def sampled_candidates(task, n: int, rng):
         cand = materialize(task, k, sketches[k], Decisions(), rng)
         if cand is not None:
             yield k, cand
+
+
+def sampled_records(task, costs, rng, draws: int = 100) -> list:
+    """Records of distinct schedules of ``task`` the annotator draws (random sketches), one per
+    cost in ``costs``, each with that made-up search cost: a tuning log for tests that rank
+    records without timing any."""
+    from ..schedule.records import MeasureResult, Record
+    from ..search.decisions import Decisions
+    from ..search.target_search import generate_sketches, materialize
+    sketches, seen, out = generate_sketches(task), set(), []
+    for _ in range(draws):
+        if len(out) == len(costs):
+            break
+        k = int(rng.integers(len(sketches)))
+        cand = materialize(task, k, sketches[k], Decisions(), rng)
+        if cand is None or cand.state.key in seen:
+            continue
+        seen.add(cand.state.key)
+        out.append(Record(task.workload_key, str(task.target), cand.state.steps_records(), {},
+                          MeasureResult(costs=(costs[len(out)],)), flop_count=1.0))
+    return out
+
 
 _ACTIONS = ("split", "split", "split", "fuse", "reorder", "annotate", "annotate", "inline",
             "compute_at", "compute_at", "root", "cache_write")

@@ -13,8 +13,7 @@ import tecomp as tc
 from tecomp.frontend.in_place import in_place_table, rank_in_place
 from tecomp.schedule.log_schedule import select_from_log
 from tecomp.schedule.records import MeasureResult, Record, append_records, load_records
-from tecomp.search.decisions import Decisions
-from tecomp.search.target_search import generate_sketches, materialize
+from tecomp.testing.random_schedules import sampled_records
 
 pytest.importorskip("onnx")
 
@@ -25,19 +24,7 @@ def _log_of_candidates(model, path, per_task=3, seed=0):
     rng = np.random.default_rng(seed)
     recs = []
     for task, _ in model.tasks():
-        sketches = generate_sketches(task)
-        seen = set()
-        for _ in range(50):
-            k = int(rng.integers(len(sketches)))
-            cand = materialize(task, k, sketches[k], Decisions(), rng)
-            if cand is None or cand.state.key in seen:
-                continue
-            seen.add(cand.state.key)
-            cost = 1e-3 * len(seen)
-            recs.append(Record(task.workload_key, str(task.target), cand.state.steps_records(),
-                               {}, MeasureResult(costs=(cost,)), flop_count=1.0))
-            if len(seen) == per_task:
-                break
+        recs += sampled_records(task, [1e-3 * (k + 1) for k in range(per_task)], rng, draws=50)
     append_records(path, recs)
     return recs
 

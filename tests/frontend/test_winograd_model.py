@@ -95,22 +95,10 @@ def test_compile_runs_the_faster_variant_and_matches_onnxruntime(tmp_path):
 
 def _sampled_records(task, costs, seed):
     """Records of distinct sampled schedules of ``task`` with the given (made-up) search costs."""
-    from tecomp.schedule.records import MeasureResult, Record
-    from tecomp.search.decisions import Decisions
-    from tecomp.search.target_search import generate_sketches, materialize
-    r = np.random.default_rng(seed)
-    sketches, seen, out = generate_sketches(task), set(), []
-    for _ in range(100):
-        k = int(r.integers(len(sketches)))
-        cand = materialize(task, k, sketches[k], Decisions(), r)
-        if cand is None or cand.state.key in seen:
-            continue
-        seen.add(cand.state.key)
-        out.append(Record(task.workload_key, str(task.target), cand.state.steps_records(), {},
-                          MeasureResult(costs=(costs[len(out)],)), flop_count=1.0))
-        if len(out) == len(costs):
-            return out
-    raise AssertionError("too few distinct schedules")
+    from tecomp.testing.random_schedules import sampled_records
+    out = sampled_records(task, costs, np.random.default_rng(seed))
+    assert len(out) == len(costs), "too few distinct schedules"
+    return out
 
 
 def test_in_place_ranking_times_both_variants_and_compile_runs_the_faster_there(tmp_path):
