@@ -22,7 +22,7 @@ from ..ir.loop import PrimFunc
 from . import llvm_jit
 from .llvm_cpu import CompiledCPU, emit_cpu
 from .llvm_jit import LOCK, ensure_init, host_cpu, load_object, triple_and_layout
-from .threadpool import DYNAMIC_ENTRY, ENTRY, KERNEL_SYMBOLS
+from .threadpool import DYNAMIC_ENTRY, ENTRY
 
 __all__ = ["KernelObject", "compile_object", "LoadedCPU", "load_kernel", "host_info",
            "missing_features", "unresolved", "imports_of"]
@@ -57,11 +57,6 @@ class KernelObject:
     def parallel(self) -> bool:
         """Whether the kernel runs parallel loops on the thread pool."""
         return ENTRY in self.imports or DYNAMIC_ENTRY in self.imports
-
-    @property
-    def needs_runtime(self) -> bool:
-        """Whether the kernel calls the runtime (its thread pool or its scratch cache)."""
-        return bool(set(self.imports) & set(KERNEL_SYMBOLS))
 
 
 def imports_of(ir_text: str) -> list:

@@ -53,7 +53,7 @@ from .threadpool_ir import IR as _IR
 
 __all__ = ["ENTRY", "DYNAMIC_ENTRY", "MAX_THREADS", "SPIN_SECONDS", "SYMBOLS", "runtime", "loaded",
            "object_code", "default_num_threads", "SCRATCH_ALLOC", "SCRATCH_FREE", "SCRATCH_SLOTS",
-           "SCRATCH_CAP", "KERNEL_SYMBOLS", "has_runtime"]
+           "SCRATCH_CAP", "KERNEL_SYMBOLS", "has_runtime", "calls_runtime"]
 
 #: the symbol kernels call
 ENTRY = "tecomp_parallel_for"
@@ -83,18 +83,27 @@ _ARCH = {"x86_64": (202, "pause"), "amd64": (202, "pause"), "aarch64": (98, "yie
 
 
 
-def _source() -> str:
-    """The runtime's LLVM IR for this host."""
-    machine = platform.machine().lower()
-    if machine not in _ARCH:
+def _require() -> None:
+    if not has_runtime():
         raise NotImplementedError(f"parallel loops: no thread pool for architecture "
                                   f"{platform.machine()!r}")
-    sys_futex, pause = _ARCH[machine]
+
+
+def _source() -> str:
+    """The runtime's LLVM IR for this host."""
+    _require()
+    sys_futex, pause = _ARCH[platform.machine().lower()]
     triple, layout = triple_and_layout()
     return (f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'
             + _IR.format(MAXT=MAX_THREADS, SYS_FUTEX=sys_futex, PAUSE=pause, ENTRY=ENTRY,
                          DYNAMIC_ENTRY=DYNAMIC_ENTRY)
             + _SCRATCH_IR.format(SLOTS=SCRATCH_SLOTS, CAP=SCRATCH_CAP, PAUSE=pause))
+
+
+def calls_runtime(imports) -> bool:
+    """Whether a kernel importing the symbols ``imports`` calls the runtime (parallel loops,
+    scratch buffers): its export must carry the runtime object, its load must register it."""
+    return not set(imports).isdisjoint(KERNEL_SYMBOLS)
 
 
 def has_runtime() -> bool:
@@ -125,12 +134,9 @@ class _Runtime:
 
     def __init__(self, obj: bytes | None = None):
         if obj is None:
-            _, self.engine, self.address = jit(_source(), ENTRY, _OPT)
-            self.dynamic_address = self.engine.get_function_address(DYNAMIC_ENTRY)
+            self.engine = jit(_source(), ENTRY, _OPT)[1]
         else:
-            self.engine, addrs = load_object(obj, SYMBOLS)
-            self.address = addrs[ENTRY]
-            self.dynamic_address = addrs[DYNAMIC_ENTRY]
+            self.engine = load_object(obj, SYMBOLS)[0]
         self.from_object = obj is not None
         fn = self.engine.get_function_address
         self.set = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int64)(fn("tecomp_pool_set"))
@@ -185,9 +191,7 @@ def runtime(obj: bytes | None = None) -> _Runtime:
         return _RT
     with LOCK, _RT_LOCK:
         if _RT is None:
-            if platform.machine().lower() not in _ARCH:
-                raise NotImplementedError(f"parallel loops: no thread pool for architecture "
-                                          f"{platform.machine()!r}")
+            _require()
             rt = _Runtime(obj)
             for name, addr in rt.kernel_addresses.items():
                 llvm.add_symbol(name, addr)

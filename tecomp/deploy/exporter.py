@@ -84,7 +84,7 @@ def export(log, out_dir, dags, target="llvm", *, on_missing: str = "error", asse
     """
     from .. import __version__
     from ..codegen import objects
-    from ..codegen.threadpool import KERNEL_SYMBOLS, SYMBOLS, object_code
+    from ..codegen.threadpool import SYMBOLS, calls_runtime, object_code
     from ..ir.loop import verify
     from ..lowering import lower
 
@@ -158,7 +158,7 @@ def export(log, out_dir, dags, target="llvm", *, on_missing: str = "error", asse
                 "flops": None if rec is None else rec.flop_count},
         })
     runtime = None
-    if any(set(k["imports"]) & set(KERNEL_SYMBOLS) for k in kernels):
+    if any(calls_runtime(k["imports"]) for k in kernels):
         rt = object_code()
         write_file(os.path.join(out_dir, RUNTIME_OBJECT), rt)
         runtime = {"object": RUNTIME_OBJECT, "sha256": sha256(rt), "symbols": list(SYMBOLS)}

@@ -121,8 +121,7 @@ def load(path, by: str = "key", check_target: bool = True) -> dict:
         _check_object(obj, k, func, where)
         checked.append((k, obj, dag, func))
     pool = None
-    if any(set(k["imports"]) & set(threadpool.KERNEL_SYMBOLS) for k in kernels) \
-            and threadpool.loaded() is None:
+    if any(threadpool.calls_runtime(k["imports"]) for k in kernels) and threadpool.loaded() is None:
         rt = m["runtime"]  # one pool per process: one already running is reused
         if not rt:
             raise ValueError(f"{dirpath}: kernels that call the runtime (parallel loops, scratch "

@@ -177,13 +177,13 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
                 used += n
                 out.allocation[i] += n
                 best_hist[i].append(tuners[i].result.best_cost)
-                out.history.append((used, _weighted(out)))
+                out.history.append((used, out.weighted_latency))
                 if progress is not None:
                     progress(out)
                 if opt.verbose:
                     print(f"tecomp: {used:5d}/{trials} trials, task {i} ({tasks[i]}) best "
                           f"{tuners[i].result.best_gflops:7.1f} GFLOP/s, weighted latency "
-                          f"{_weighted(out) * 1e3:9.3f} ms ({time.perf_counter() - t0:6.1f} s)",
+                          f"{out.weighted_latency * 1e3:9.3f} ms ({time.perf_counter() - t0:6.1f} s)",
                           flush=True)
         finally:
             if own:
@@ -203,10 +203,6 @@ def _transfer(tuners, signatures, i) -> list:
     similar.sort(key=lambda j: -tuners[j].result.best_gflops)
     return [dec for j in similar[:TRANSFER_TASKS]
             for _, _, dec in tuners[j].search.elites[:TRANSFER_PER_TASK]]
-
-
-def _weighted(out: TuneTasksResult) -> float:
-    return out.weighted_latency
 
 
 def _check_alternatives(alternatives, n: int) -> list:
@@ -242,6 +238,7 @@ def _through_minimum(grads: dict, alt: list, tuners, weights, objective, per_rou
     """Turn the gradients of the alternatives ``alt`` into what a round on each takes off the
     set's fastest latency: a member only counts by how far below its rivals' best it may go."""
     best = {i: tuners[i].result.best_cost for i in alt}
+    geomean = SchedulerObjective(objective) is SchedulerObjective.GEOMEAN
     for i in alt:
         if i not in grads or not math.isfinite(grads[i]) or not math.isfinite(best[i]):
             continue
@@ -249,13 +246,11 @@ def _through_minimum(grads: dict, alt: list, tuners, weights, objective, per_rou
         g = best[i]
         per = max(per_round, 1)
         # the gradient back in seconds of this task's latency per trial
-        dg = grads[i] * (g if SchedulerObjective(objective) is SchedulerObjective.GEOMEAN
-                         else 1.0) / max(weights[i], 1e-12)
+        dg = grads[i] * (g if geomean else 1.0) / max(weights[i], 1e-12)
         new = g + dg * per
         gain = min(new, rival) - min(g, rival)
         d = weights[i] * gain / per
-        grads[i] = d / min(g, rival) if SchedulerObjective(objective) is \
-            SchedulerObjective.GEOMEAN else d
+        grads[i] = d / min(g, rival) if geomean else d
 
 
 def task_kind(dag) -> tuple:
