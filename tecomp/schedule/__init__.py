@@ -6,6 +6,7 @@ one, never the other way round (``Schedule.lower`` imports it when called).
 from . import compute_steps as _compute_steps  # registers the compute-location and cache steps
 from . import rfactor as _rfactor  # registers rfactor
 from .records import ErrorKind, MeasureResult, Record, append_records, best_record, load_records
+from .cpu_reference import reference_cpu_schedule
 from .schedule import Schedule
 from .stage_handle import IterHandle, StageHandle
 from .state import Annotation, ComputeLocation, ScheduleError, State
@@ -17,4 +18,4 @@ del _compute_steps, _rfactor
 __all__ = ["Schedule", "StageHandle", "IterHandle",
            "Annotation", "ComputeLocation", "ScheduleError", "State", "STEP_KINDS", "Step",
            "step_from_record", "Record", "MeasureResult", "ErrorKind", "load_records",
-           "append_records", "best_record"]
+           "append_records", "best_record", "reference_cpu_schedule"]

@@ -14,7 +14,9 @@ weak points addressed; docs/ARCHITECTURE.md places it in the search):
    Each task is sent to a worker once; afterwards only step lists travel.
 2. Builds run in parallel on all workers, each under ``build_timeout``. MCJIT code lives in the
    process that compiled it, so the worker keeps its kernels until their run. The first time a task
-   is seen, one worker also computes its reference outputs with the default schedule (saved as
+   is seen, one worker also computes its reference outputs with the reference schedule (on a CPU
+   :func:`~tecomp.schedule.cpu_reference.reference_cpu_schedule`, the default's per-element
+   order with the reductions outside the inner row and the rows parallel; saved as
    ``.npz`` in a temporary directory, read by the others): Ansor defines "wrong answer" but never
    checks; we do, for every candidate.
 3. Runs are serialized (a kernel uses every core), each under ``run_timeout``: check against the
@@ -193,7 +195,7 @@ class LocalMeasurer:
     check : bool
         Compare every candidate's outputs with those of the default schedule (``WRONG_ANSWER``).
     reference_timeout : float
-        Seconds the default schedule of a task may take to build and run once. When it fails, the
+        Seconds the reference schedule of a task may take to build and run once. When it fails, the
         task's candidates are measured unchecked, with a warning.
     startup_timeout : float
         Seconds a worker may take to start (import tecomp, initialize LLVM); failing is an error of

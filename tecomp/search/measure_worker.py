@@ -14,7 +14,8 @@ Requests (tuples) and replies:
   ``("built", seconds)``;
 - ``("run", key, tid, ref_path)``: run the kernel (checked against the reference outputs in
   ``ref_path`` if not None) and time it; ``("ran", costs)``;
-- ``("ref", tid, path)``: compute the reference outputs with the default schedule into ``path``
+- ``("ref", tid, path)``: compute the reference outputs with the reference schedule
+  (:func:`~tecomp.schedule.cpu_reference.reference_cpu_schedule` on a CPU) into ``path``
   (``.npz``); ``("ok",)``;
 - ``("clear",)``: drop the kernels held (no reply).
 
@@ -42,7 +43,7 @@ from ..build import build
 from ..codegen.memory import aligned_copy, aligned_empty
 from ..ir.loop import LoopIRError
 from ..ir.validate import IndexValidator
-from ..schedule import Schedule, ScheduleError
+from ..schedule import Schedule, ScheduleError, reference_cpu_schedule
 from .target_search import target_search
 
 __all__ = ["MeasureFailure", "build_candidate", "task_arrays", "run_candidate", "compare",
@@ -360,12 +361,16 @@ class _Worker:
         if op == "ref":
             _, tid, path = msg
             task = self.tasks[tid]
+            device = target_search(task.target).device
             try:
-                kernel = _build(task, None)
+                # a CPU reference reduces each element in the default's order, with the reduction
+                # outside the inner row and the rows on the pool (a large matmul's default loops
+                # alone run for minutes); a device keeps its target's default schedule
+                kernel = _build(task, None if device is not None
+                                else reference_cpu_schedule(task.dag))
             except Exception:  # noqa: BLE001
                 raise MeasureFailure("BUILD_ERROR", _tb()) from None
             inputs, outputs, _, _ = d = self._data(tid)
-            device = target_search(task.target).device
             if device is not None:
                 outputs = device.reference(kernel, self._device(tid, d, device), MeasureFailure)
             else:
