@@ -27,6 +27,9 @@ __all__ = ["register_bits", "vector_plan", "emit_vector_loop", "VectorEmitter"]
 
 #: full-width chunks up to this many are emitted one after another, more as a loop
 MAX_CHUNKS_UNROLLED = 4
+#: loads whose lanes are up to this many elements apart are a wide masked load and a shuffle
+#: (:meth:`VectorEmitter.strided_load`); wider strides gather
+MAX_WIDE_STRIDE = 4
 
 
 def intrinsic_suffix(t: ir.Type) -> str:
@@ -188,6 +191,8 @@ class VectorEmitter(ExprEmitter):
                 return self.masked("load", vt, [ptr, I32(t.itemsize), self.mask, ir.Constant(vt, 0)],
                                    vt, PTR)
             v = access() if how == "plain" else self.when_any_lane(access)
+        elif (how := self.small_stride(e.buffer, e.indices)) is not None:
+            v = self.strided_load(e, vt, how)
         else:
             # zero, not poison, in inactive lanes: they may reach a division's zero guard
             ptrs = self.lane_address(e.buffer, e.indices)
@@ -205,6 +210,43 @@ class VectorEmitter(ExprEmitter):
         if self.mask is None or not loads:
             return "plain"
         return None if any(self.varying(x) for x in loads) else "guarded"
+
+    def small_stride(self, buf, indices) -> tuple | None:
+        """``(stride, how)`` for a load whose lanes are ``2 <= stride <= MAX_WIDE_STRIDE`` elements
+        apart (a stride-2 convolution's input along a row), ``how`` as in :meth:`unit_stride`;
+        None otherwise (a gather)."""
+        st = self.stride(buf, indices)
+        if not isinstance(st, int) or not 2 <= st <= MAX_WIDE_STRIDE:
+            return None
+        loads = [x for ix in indices for x in walk(ix) if isinstance(x, Load)]
+        if self.mask is None or not loads:
+            return st, "plain"
+        return None if any(self.varying(x) for x in loads) else (st, "guarded")
+
+    def strided_load(self, e: Load, vt: ir.VectorType, how: tuple) -> ir.Value:
+        """Lanes ``stride`` elements apart as one masked load of ``n * stride`` contiguous
+        elements and a shuffle that keeps every ``stride``-th (a gather of 16 lanes costs several
+        times two loads and a permute). The wide load's mask holds exactly the lanes' elements
+        (of the active lanes only): it touches nothing that the gather would not."""
+        st, kind = how
+        n, t = self.n, e.buffer.dtype
+        wide = ir.VectorType(vt.element, n * st)
+        wmask_t = ir.VectorType(I1, n * st)
+
+        def access():
+            ptr = self.owner.address(e.buffer, e.indices)  # at lane 0 of the chunk
+            if self.mask is None:
+                wmask = ir.Constant(wmask_t, [int(j % st == 0) for j in range(n * st)])
+            else:  # lane i's element is wide lane i * stride; the others stay off
+                off = ir.Constant(ir.VectorType(I1, n), [0] * n)
+                pick = [j // st if j % st == 0 else n for j in range(n * st)]
+                wmask = self.raw.shuffle_vector(self.mask, off,
+                                                ir.Constant(ir.VectorType(I32, n * st), pick))
+            w = self.masked("load", wide, [ptr, I32(t.itemsize), wmask, ir.Constant(wide, 0)],
+                            wide, PTR)
+            return self.raw.shuffle_vector(w, ir.Constant(wide, ir.Undefined), ir.Constant(
+                ir.VectorType(I32, n), [i * st for i in range(n)]))
+        return access() if kind == "plain" else self.when_any_lane(access)
 
     def when_any_lane(self, fn):
         """``fn()`` in a block that runs only when some lane of the mask is active; its value, or

@@ -168,6 +168,32 @@ def test_gather_scatter_and_strides():
     np.testing.assert_array_equal(p[::-1], a[:n] * a[5])
 
 
+@pytest.mark.parametrize("t", [dt.float32, dt.float64, dt.int8])
+@pytest.mark.parametrize("st", [2, 3, 4, 5])
+def test_small_strides_are_wide_loads(t, st):
+    """Lanes 2-4 elements apart are one masked wide load and a shuffle, wider ones a gather; the
+    buffer ends at the last lane's element, a remainder chunk and a lane mask (odd lanes only)
+    included: the result is the scalar loop's."""
+    n = 37
+    m = (n - 1) * st + 1
+    A = Buffer("A", (m,), t)
+    O, Q = Buffer("O", (n,), t), Buffer("Q", (n,), t)
+    i = Var("i")
+
+    def make(kind):
+        x = Load(A, (st * i,))
+        return PrimFunc("strided", [A, O, Q], loop(i, n, seq(
+            Store(O, (i,), x),
+            IfThenElse(binary(BinOpKind.MOD, i, c64(2)) > 0, Store(Q, (i,), Load(A, (st * i,))),
+                       Store(Q, (i,), Const(0, t)))), kind))
+    a = rand(t, m)
+    (o, q), k = vector_vs_scalar(make, [a], [O, Q])
+    src = k.source_unoptimized
+    assert ("llvm.masked.gather" in src) == (st > 4)
+    np.testing.assert_array_equal(o, a[::st])
+    np.testing.assert_array_equal(q, np.where(np.arange(n) % 2 == 1, a[::st], 0).astype(t.np))
+
+
 def test_lane_masks_branches_and_guarded_loads():
     """Lane-dependent if/else (masks), a lane-invariant if (branch), a lazy select whose arm would
     read far out of range, a lane-invariant load under a mask, and a select with an invariant
