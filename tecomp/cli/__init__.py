@@ -25,6 +25,7 @@ import os
 import sys
 import warnings
 
+from ..ops.conv2d import METHODS as CONV_METHODS
 from .common import CliError, one_line, workload_help
 
 __all__ = ["main", "build_parser", "CliError"]
@@ -57,9 +58,10 @@ def _workload_args(p, method=True, optional=False):
                         "repeatable")
     p.add_argument("--dtype", default=None, help="element type (default float32)")
     if method:
-        p.add_argument("--method", choices=["direct", "implicit_gemm", "winograd"], default=None,
+        p.add_argument("--method", choices=list(CONV_METHODS), default=None,
                        help="conv2d algorithm (conv2d workloads only; default direct; winograd: "
-                            "3x3 stride-1 layers only)")
+                            "3x3 stride-1 layers only; channels_last: an NCHW convolution "
+                            "computed channels-last between two transposes)")
     p.add_argument("--target", default="llvm",
                    help="compilation target (default: llvm, this CPU with its features)")
 

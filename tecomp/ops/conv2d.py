@@ -5,12 +5,13 @@ from __future__ import annotations
 from .. import ir
 from ..ir.tensor import Tensor
 from . import arguments as chk
+from .layout import nhwc_to_nchw, pad_to_nhwc
 from .winograd import winograd_applies, winograd_conv2d, winograd_tile
 
-__all__ = ["conv2d", "pad2d", "conv2d_output_shape", "normalize_conv2d_args"]
+__all__ = ["conv2d", "pad2d", "conv2d_output_shape", "normalize_conv2d_args", "METHODS"]
 
 LAYOUTS = ("NCHW", "NHWC")
-METHODS = ("direct", "implicit_gemm", "winograd")
+METHODS = ("direct", "implicit_gemm", "winograd", "channels_last")
 
 
 def _padding4(padding) -> tuple:
@@ -122,7 +123,7 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
     groups : int
         ``C`` and ``O`` must be divisible by it; ``groups == C`` is a depthwise convolution.
     layout : {"NCHW", "NHWC"}
-    method : {"direct", "implicit_gemm"}
+    method : {"direct", "implicit_gemm", "winograd", "channels_last"}
         ``"direct"``: reduce axes ``(rc, ry, rx)`` (NCHW) or ``(ry, rx, rc)`` (NHWC).
         ``"implicit_gemm"``: one reduce axis ``rk`` of extent ``(C // groups) * KH * KW`` that is
         decomposed into ``(rc, ry, rx)`` (NCHW: ``rk // (KH*KW), rk // KW % KH, rk % KW``; NHWC:
@@ -134,6 +135,11 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
         ``groups=1`` (else ValueError): input, weight and output transforms and ``(m + 2)^2``
         matrix products as stages of their own, a quarter of the direct FLOPs for ``m = 4``.
         Floating-point only; its rounding differs from the direct sum by a few ulps per term.
+        ``"channels_last"``: for NCHW, the direct convolution computed channels-last between two
+        transposes (:mod:`tecomp.ops.layout`): the padding copy writes the input as NHWC, the
+        convolution runs as in NHWC (vectors along the channels, for any width of the image), and
+        a last stage transposes the result to NCHW, as the vendor libraries reorder an NCHW
+        tensor to their blocked layout and back. For NHWC it is ``"direct"``.
     name : str
         Name of the output stage.
 
@@ -198,15 +204,25 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
                             f"{data.dtype}")
         return winograd_conv2d(data, weight, pads, layout, winograd_tile(OH, OW), name)
 
-    pad = pad2d(data, pads, layout)
     OG = O // groups  # output channels per group
 
     def chan(o, rc):
         """Input channel read for output channel ``o`` and in-group channel ``rc``."""
         return rc if groups == 1 else (o // OG) * CG + rc
 
+    if method == "channels_last" and layout == "NCHW":
+        pad = pad_to_nhwc(data, *pads, name=f"{name}_pad")
+        ry, rx, rc = (ir.reduce_axis(K, name=nm) for K, nm in ((KH, "ry"), (KW, "rx"), (CG, "rc")))
+        y = ir.compute(
+            (N, OH, OW, O),
+            lambda n, y, x, o: ir.sum(
+                pad[n, y * sh + ry * dh, x * sw + rx * dw, chan(o, rc)] * weight[o, rc, ry, rx],
+                axis=[ry, rx, rc]),
+            name=f"{name}_nhwc", tag="conv2d_nhwc")
+        return nhwc_to_nchw(y, name, "conv2d_channels_last")
+    pad = pad2d(data, pads, layout)
     tag = f"conv2d_{layout.lower()}"
-    if method == "direct":
+    if method in ("direct", "channels_last"):
         ry = ir.reduce_axis(KH, name="ry")
         rx = ir.reduce_axis(KW, name="rx")
         rc = ir.reduce_axis(CG, name="rc")

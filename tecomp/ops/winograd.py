@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import ir
 from ..ir.tensor import Tensor
+from .layout import nhwc_to_nchw, pad_to_nhwc
 
 __all__ = ["winograd_matrices", "winograd_conv2d", "winograd_tile", "winograd_applies",
            "WINOGRAD_TILES"]
@@ -141,7 +142,7 @@ def winograd_conv2d(data: Tensor, weight: Tensor, padding: tuple, layout: str, m
         # vectorized transforms then run along the contiguous channels, as in NHWC, where
         # gathering each lane across the channel planes made the transforms slower than the
         # direct convolution
-        pad = _pad_to_nhwc(data, pt, pl, bottom, right, f"{name}_pad")
+        pad = pad_to_nhwc(data, pt, pl, bottom, right, f"{name}_pad")
     else:
         pad = pad2d(data, (pt, pl, bottom, right), layout, name=f"{name}_pad")
 
@@ -177,17 +178,4 @@ def winograd_conv2d(data: Tensor, weight: Tensor, padding: tuple, layout: str, m
     # its tile's elements straight into NCHW would gather alpha values per output element)
     y = ir.compute((N, OH, OW, O), lambda n, h, w, o: out(n, o, h, w), name=f"{name}_nhwc",
                    tag="winograd_output")
-    return ir.compute((N, O, OH, OW), lambda n, o, h, w: y[n, h, w, o], name=name,
-                      tag="conv2d_winograd")
-
-
-def _pad_to_nhwc(data: Tensor, pt: int, pl: int, pb: int, pr: int, name: str) -> Tensor:
-    """``(N, H + pt + pb, W + pl + pr, C)``: the NCHW ``data`` zero-padded and channels-last."""
-    N, C, H, W = data.shape
-    zero = ir.const(0, data.dtype)
-
-    def body(n, h, w, c):
-        cond = (h >= pt) & (h < H + pt) & (w >= pl) & (w < W + pl)
-        return ir.if_then_else(cond, data[n, c, h - pt, w - pl], zero)
-
-    return ir.compute((N, H + pt + pb, W + pl + pr, C), body, name=name, tag="pad")
+    return nhwc_to_nchw(y, name, "conv2d_winograd")

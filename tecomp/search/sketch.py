@@ -31,14 +31,20 @@ MAX_VECTOR = 64
 # ----------------------------------------------------------------------------- rules
 
 class AlwaysInline(SketchRule):
+    """A strictly inlineable stage is inlined. A layout change (an NCHW -> NHWC copy,
+    :func:`analysis.transposing_stages`) may also stay a pass of its own: inlined, a
+    channels-last convolution reads its input across the channel planes, at root it reads each
+    pixel's channels contiguously; which is faster depends on the layer."""
     name = "inline"
 
     def meet(self, p, sid, task):
         s = p.state.stages[sid]
         if s.is_placeholder or s.location is not ComputeLocation.ROOT:
             return RuleResult.SKIP
-        return RuleResult.APPLY_AND_SKIP_REST if an.strictly_inlineable(p.state, sid) \
-            else RuleResult.SKIP
+        if not an.strictly_inlineable(p.state, sid):
+            return RuleResult.SKIP
+        return RuleResult.APPLY if sid in an.transposing_stages(p.state) \
+            else RuleResult.APPLY_AND_SKIP_REST
 
     def apply(self, p, sid, task):
         p.apply(ComputeInlineStep(sid))
