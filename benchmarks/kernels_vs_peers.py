@@ -4,12 +4,13 @@ median of each round's fastest batch, spread printed), from one run.
 
     benchmarks/run.sh kernels_vs_peers.py [--only matmul conv sparse] [--rounds 7]
 
-Kernels: matmul 1024^3 (``tuning_logs/matmul_learned.jsonl``); the conv layer 1x64x56x56, 64 3x3
-filters, pad 1, in NCHW and NHWC (``conv2d_{nchw,nhwc}_learned.jsonl``); the sparse tasks of
-``tuning_logs/sparse/`` on the matrix they were tuned on and on another random matrix of the same
-shape and nnz (other row lengths). Peers: numpy (OpenBLAS) and torch for matmul; torch eager in
-both memory formats with the weight in the same format, ``torch.jit.freeze``d modules in both
-formats, and ONNX Runtime for conv; scipy.sparse and torch.sparse for the sparse tasks.
+Kernels: matmul 1024^3 and 4096x4096x1024 (``tuning_logs/znver4/matmul_*.jsonl``); the conv
+layer 1x64x56x56, 64 3x3 filters, pad 1, in NCHW and NHWC (``conv2d_{nchw,nhwc}_learned.jsonl``);
+the sparse tasks of ``tuning_logs/sparse/`` on the matrix they were tuned on and on another
+random matrix of the same shape and nnz (other row lengths). Peers: numpy (OpenBLAS) and torch
+for matmul; torch eager in both memory formats with the weight in the same format,
+``torch.jit.freeze``d modules in both formats, and ONNX Runtime for conv; scipy.sparse and
+torch.sparse for the sparse tasks.
 """
 import argparse
 import os
@@ -26,6 +27,9 @@ from tecomp.bench.report import compare_workload, geomean, print_header
 from tecomp.testing import workloads as W
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuning_logs")
+#: (M, N, K) and log of each matmul: tuned on this Zen 4 with the learned model
+MATMULS = [((1024, 1024, 1024), "znver4/matmul_1024.jsonl"),
+           ((4096, 4096, 1024), "znver4/matmul_4096x4096x1024.jsonl")]
 CONV = dict(N=1, C=64, H=56, W=56, O=64, KH=3, KW=3, stride=1, padding=1)
 
 
@@ -33,8 +37,10 @@ def kernels(only):
     """``(label, workload name, Workload, log, inputs)`` of each comparison."""
     rng = np.random.default_rng(0)
     if "matmul" in only:
-        wl = W.matmul(1024, 1024, 1024)
-        yield "matmul 1024^3", "matmul", wl, "matmul_learned.jsonl", wl.make_inputs(rng)
+        for (m, n, k), log in MATMULS:
+            wl = W.matmul(m, n, k)
+            label = f"matmul {m}^3" if m == n == k else f"matmul {m}x{n}x{k}"
+            yield label, "matmul", wl, log, wl.make_inputs(rng)
     if "conv" in only:
         for layout in ("NCHW", "NHWC"):
             wl = W.conv2d(**CONV, layout=layout)

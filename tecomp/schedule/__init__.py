@@ -5,8 +5,8 @@ one, never the other way round (``Schedule.lower`` imports it when called).
 """
 from . import compute_steps as _compute_steps  # registers the compute-location and cache steps
 from . import rfactor as _rfactor  # registers rfactor
-from .records import ErrorKind, MeasureResult, Record, append_records, best_record, load_records
 from .cpu_reference import reference_cpu_schedule
+from .records import ErrorKind, MeasureResult, Record, append_records, best_record, load_records
 from .schedule import Schedule
 from .stage_handle import IterHandle, StageHandle
 from .state import Annotation, ComputeLocation, ScheduleError, State

@@ -16,7 +16,7 @@ from ..schedule.state import ComputeLocation, ScheduleError, State
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
            "fusion_target", "shared_loops", "is_tiled", "spatial_size", "reduce_size", "small_reduction",
            "has_data_dependent_loops", "inner_axis_alternatives", "recomputed_at", "phase_axes",
-           "constant_stages", "transposing_stages"]
+           "constant_stages", "transposing_stages", "transpose_axes"]
 
 
 def is_output(state: State, sid: int) -> bool:
@@ -49,19 +49,35 @@ def transposing_stages(state: State) -> set:
     NCHW -> NHWC copy does. Its reads stride across the input, so at root it runs once; computed
     at or inlined into a reader's tiles, it would stride again for every tile that overlaps
     another (a Winograd input tile, a convolution's window)."""
-    out = set()
-    for sid, s in enumerate(state.stages):
-        if s.is_placeholder or s.op.reduce_axes or s.op.is_ragged:
+    return {sid for sid, s in enumerate(state.stages) if _transposed_read(s) is not None}
+
+
+def transpose_axes(state: State, sid: int) -> tuple | None:
+    """``(write axis, read axis)`` of a layout-changing stage (:func:`transposing_stages`): the
+    names of its innermost axis (contiguous in what it writes) and of the axis that indexes the
+    last dimension of the tensor it reads (contiguous in what it reads), when they differ; a
+    tile over both makes every cache line read and written whole. None for other stages."""
+    s = state.stages[sid]
+    order = _transposed_read(s)
+    if order is None:
+        return None
+    axes = s.op.axes
+    write, read = axes[-1].name, axes[order[-1]].name
+    return None if write == read else (write, read)
+
+
+def _transposed_read(s) -> list | None:
+    """The order of the stage's own axes in the indices of a read that permutes them, if any."""
+    if s.is_placeholder or s.op.reduce_axes or s.op.is_ragged:
+        return None
+    pos = {id(a): k for k, a in enumerate(s.op.axes)}
+    for x in walk(s.op.body):
+        if not isinstance(x, TensorRead) or not all(_simple_index(i, pos) for i in x.indices):
             continue
-        pos = {id(a): k for k, a in enumerate(s.op.axes)}
-        for x in walk(s.op.body):
-            if not isinstance(x, TensorRead) or not all(_simple_index(i, pos) for i in x.indices):
-                continue
-            order = [pos[id(i if isinstance(i, Var) else i.a)] for i in x.indices]
-            if len(set(order)) == len(order) and order != sorted(order):
-                out.add(sid)
-                break
-    return out
+        order = [pos[id(i if isinstance(i, Var) else i.a)] for i in x.indices]
+        if len(set(order)) == len(order) and order != sorted(order):
+            return order
+    return None
 
 
 def _simple_index(e, axes_ids) -> bool:

@@ -53,3 +53,17 @@ def test_sampled_candidates_natively_and_emulated(args):
         built += 1
         sketches.add(k)
     assert built >= 4 and len(sketches) >= 2
+
+
+def test_the_transposes_have_tiled_sketches():
+    """Both layout changes may be tiled over the axis each writes contiguously and the one it
+    reads contiguously (analysis.transpose_axes), the written one innermost."""
+    from tecomp.search.analysis import transpose_axes
+    from tecomp.search.target_search import generate_sketches
+    wl = W.conv2d(1, 16, 10, 10, 32, 3, 3, 1, 1, 1, 1, "NCHW", "channels_last")
+    st = State(wl.dag)
+    axes = {st.stages[i].name: transpose_axes(st, i) for i in transposing_stages(st)}
+    assert axes == {"conv2d_pad": ("c", "w"), "conv2d": ("w", "c")}
+    names = [s.name for s in generate_sketches(tc.SearchTask(wl.dag, "llvm"))]
+    assert any(n.startswith("ttile") and n.endswith("ttile") for n in names)
+    assert any("ttile" not in n for n in names)
