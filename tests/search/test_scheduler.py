@@ -121,14 +121,27 @@ def test_tasks_compare_flop_rates_only_with_tasks_that_compute_alike():
 
 
 def test_a_resumed_task_is_not_starved_by_the_task_picked_last():
-    """Two layers alike in latency, trials and weight, neither improving: one was tuned in this
-    run (its rounds are in the history), the other only in the resumed log. Their next rounds are
-    worth the same; the per-round slope once divided the resumed one's by all its records."""
+    """Two layers alike in latency, trials and weight: one was tuned in this run (its rounds are
+    in the history, the last two improved), the other only in the resumed log. Their next rounds
+    are worth the same; the per-round slope once divided the resumed one's by all its records."""
     a, b = _Tuner(1e-3, 400, 1e8), _Tuner(1e-3, 400, 1e8)
-    hist = [[1e-3], [1e-3] * 13]  # a: the log's round only; b: 12 rounds of this run
+    hist = [[1e-3], [1.2e-3] * 11 + [1.1e-3, 1e-3]]  # a: the log's round only; b: 12 rounds
     g = [_gradient(i, [a, b], [1, 1], hist, per_round=16) for i in range(2)]
-    assert g[0] == pytest.approx(g[1]) and g[0] < 0
+    assert g[0] < 0 and g[1] < g[0]  # b's own slope adds to the same forward estimate
+    assert g[0] == pytest.approx(_gradient(1, [a, b], [1, 1], [[1e-3], [1e-3]]))
     assert _gradient(0, [a, b], [1, 1], hist, per_round=64) == pytest.approx(g[0] / 4)
+
+
+def test_a_stuck_task_draws_less_and_less():
+    """A lagging layer whose best has not moved for many rounds: its forward estimate (the rate
+    of the fastest similar task) halves for every WINDOW stale rounds, so the budget moves on."""
+    from tecomp.search.scheduler import WINDOW
+    slow, fast = _Tuner(2e-3, 400, 1e8), _Tuner(1e-3, 400, 2e8)
+    grads = [_gradient(0, [slow, fast], [1, 1], [[2e-3] * (1 + k * WINDOW), [1e-3]])
+             for k in range(4)]
+    assert grads[0] < 0
+    for a, b in zip(grads, grads[1:]):
+        assert b == pytest.approx(a / 2)
 
 
 def test_geomean_objective_weighs_relative_gains():
