@@ -257,6 +257,12 @@ def _parallel(state, steps, table, rng, cores, chunks=None) -> None:
             n = table[s.name] = int(rng.integers(1, n_max + 1))
         if n == 0:
             continue
+        # fusing only loops of extent 1 (a batch of 1) ran serial, a duplicate of n = 0: such a
+        # choice fuses up to the first longer loop (a channels-last conv's transpose back to
+        # NCHW ran on one core in the best of 32 trials)
+        while n < n_max and all(it.const_extent == 1 for it in its[:n]):
+            n += 1
+        table[s.name] = n
         if n > 1:
             apply_step(state, steps, FuseStep(sid, tuple(range(n))))
         if state.stages[sid].iters[0].const_extent > 1:
