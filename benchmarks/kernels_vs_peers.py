@@ -17,7 +17,7 @@ import os
 import sys
 
 import numpy as np
-from sparse_tuned import log_name, other_matrix  # noqa: I001 - this directory's script
+from sparse_tuned import log_name, other_matrices  # noqa: I001 - this directory's script
 from sparse_tuned import tasks as sparse_tasks
 
 import tecomp as tc
@@ -47,11 +47,11 @@ def kernels(only):
             yield (f"conv2d {layout} 64x56x56 3x3", f"conv2d_{layout.lower()}", wl,
                    f"conv2d_{layout.lower()}_learned.jsonl", wl.make_inputs(rng))
     if "sparse" in only:
-        for label, wl in sparse_tasks(False):
-            x = wl.make_inputs(rng)
+        for label, wl in sparse_tasks(False, ""):
             log = os.path.join("sparse", log_name(label))
-            yield label + " (tuned matrix)", wl.name, wl, log, x
-            yield label + " (other matrix)", wl.name, wl, log, other_matrix(wl, x, rng)
+            yield label + " (tuned matrix)", wl.name, wl, log, wl.make_inputs(rng)
+            _, other = other_matrices(wl, rng)[0]  # same shape and nnz, another pattern
+            yield label + " (other matrix)", other.name, other, log, other.make_inputs(rng)
 
 
 def main():
