@@ -21,6 +21,7 @@ from ..ir.expr import Const, Expr, Load, Var
 from ..ir.loop import For, ForKind, IfThenElse, Seq, Stmt, Store
 from ..ir.traverse import walk
 from .llvm_expr import I1, I8, I32, PTR, ExprEmitter, dispatch, ident, mem_type, reg_type
+from .llvm_lanes import LaneBuilder, intrinsic_suffix
 from .vector_plan import access_form, register_bits, vector_plan
 
 __all__ = ["register_bits", "vector_plan", "emit_vector_loop", "VectorEmitter"]
@@ -30,46 +31,6 @@ MAX_CHUNKS_UNROLLED = 4
 #: loads whose lanes are up to this many elements apart are a wide masked load and a shuffle
 #: (:meth:`VectorEmitter.strided_load`); wider strides gather
 MAX_WIDE_STRIDE = 4
-
-
-def intrinsic_suffix(t: ir.Type) -> str:
-    if isinstance(t, ir.VectorType):
-        el = t.element
-        return f"v{t.count}" + ("p0" if isinstance(el, ir.PointerType) else el.intrinsic_name)
-    return t.intrinsic_name
-
-
-class _LaneBuilder:
-    """The IRBuilder ``b`` for :class:`ExprEmitter` methods given vector operands: a scalar target
-    type of a cast becomes the vector type, scalar operands next to vector ones are broadcast."""
-
-    _CASTS = {"trunc", "zext", "sext", "fptrunc", "fpext", "sitofp", "uitofp", "fptosi", "fptoui",
-              "bitcast"}
-    _OPS = {"add", "sub", "mul", "sdiv", "srem", "udiv", "urem", "and_", "or_", "xor", "shl", "ashr",
-            "lshr", "fadd", "fsub", "fmul", "fdiv", "frem", "select", "icmp_signed",
-            "icmp_unsigned", "fcmp_ordered", "fcmp_unordered"}
-
-    def __init__(self, b: ir.IRBuilder, splat):
-        self._b, self._splat = b, splat
-
-    def __getattr__(self, name):
-        fn = getattr(self._b, name)
-        if name in self._CASTS:
-            def lifted_cast(v, typ, name=""):
-                if isinstance(v.type, ir.VectorType) and not isinstance(typ, ir.VectorType):
-                    typ = ir.VectorType(typ, v.type.count)
-                return fn(v, typ, name)
-            return lifted_cast
-        if name in self._OPS:
-            def lifted_op(*args, **kw):
-                n = next((a.type.count for a in args if isinstance(a, ir.Value)
-                          and isinstance(a.type, ir.VectorType)), None)
-                if n is not None:
-                    args = [self._splat(a, n) if isinstance(a, ir.Value) and not
-                            isinstance(a.type, ir.VectorType) else a for a in args]
-                return fn(*args, **kw)
-            return lifted_op
-        return fn
 
 
 class VectorEmitter(ExprEmitter):
@@ -84,7 +45,7 @@ class VectorEmitter(ExprEmitter):
         super().__init__(owner.func, owner.module, None)
         self.owner, self.loop, self.lane = owner, loop, loop.var
         self.raw = owner.b
-        self.b = _LaneBuilder(owner.b, self.splat)
+        self.b = LaneBuilder(owner.b, self.splat)
         self.vars, self.bufs, self.strides = owner.vars, owner.bufs, owner.strides
         self.n = 1
         self.mask = None
