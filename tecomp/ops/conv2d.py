@@ -210,36 +210,32 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
         """Input channel read for output channel ``o`` and in-group channel ``rc``."""
         return rc if groups == 1 else (o // OG) * CG + rc
 
-    if method == "channels_last" and layout == "NCHW":
-        pad = pad_to_nhwc(data, *pads, name=f"{name}_pad")
-        ry, rx, rc = (ir.reduce_axis(K, name=nm) for K, nm in ((KH, "ry"), (KW, "rx"), (CG, "rc")))
-        y = ir.compute(
-            (N, OH, OW, O),
-            lambda n, y, x, o: ir.sum(
-                pad[n, y * sh + ry * dh, x * sw + rx * dw, chan(o, rc)] * weight[o, rc, ry, rx],
-                axis=[ry, rx, rc]),
-            name=f"{name}_nhwc", tag="conv2d_nhwc")
-        return nhwc_to_nchw(y, name, "conv2d_channels_last")
-    pad = pad2d(data, pads, layout)
     tag = f"conv2d_{layout.lower()}"
+    cl = method == "channels_last" and layout == "NCHW"
     if method in ("direct", "channels_last"):
         ry = ir.reduce_axis(KH, name="ry")
         rx = ir.reduce_axis(KW, name="rx")
         rc = ir.reduce_axis(CG, name="rc")
-        if layout == "NCHW":
+        if layout == "NCHW" and not cl:
+            pad = pad2d(data, pads, layout)
             return ir.compute(
                 (N, O, OH, OW),
                 lambda n, o, y, x: ir.sum(
                     pad[n, chan(o, rc), y * sh + ry * dh, x * sw + rx * dw] * weight[o, rc, ry, rx],
                     axis=[rc, ry, rx]),
                 name=name, tag=tag)
-        return ir.compute(
+        # NHWC, or channels-last between the two transposes (reading the OIHW weight)
+        pad = pad_to_nhwc(data, *pads, name=f"{name}_pad") if cl else pad2d(data, pads, layout)
+        y = ir.compute(
             (N, OH, OW, O),
             lambda n, y, x, o: ir.sum(
-                pad[n, y * sh + ry * dh, x * sw + rx * dw, chan(o, rc)] * weight[ry, rx, rc, o],
+                pad[n, y * sh + ry * dh, x * sw + rx * dw, chan(o, rc)]
+                * (weight[o, rc, ry, rx] if cl else weight[ry, rx, rc, o]),
                 axis=[ry, rx, rc]),
-            name=name, tag=tag)
+            name=f"{name}_nhwc" if cl else name, tag="conv2d_nhwc")
+        return nhwc_to_nchw(y, name, "conv2d_channels_last") if cl else y
 
+    pad = pad2d(data, pads, layout)
     # implicit GEMM: rows = output pixels, columns = output channels, K = CG * KH * KW
     rk = ir.reduce_axis(CG * KH * KW, name="rk")
     if layout == "NCHW":
