@@ -34,12 +34,10 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 import weakref
@@ -49,6 +47,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Protocol, runtime_checkable
 
 from ..schedule.records import ErrorKind, MeasureResult
+from .measure_dir import MeasureDir
 from .measure_worker import MSG_CHARS, flush_bytes
 from .target_search import target_search
 from .task import SearchTask, TuningOptions
@@ -164,13 +163,13 @@ class _Slot:
         return f"the worker process {why}" + (f"; its output:\n{text}" if text else "")
 
 
-def _shutdown(slots, tmpdir) -> None:
+def _shutdown(slots, tmpdir: MeasureDir) -> None:
     for s in slots:
         try:
             s.kill()
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
-    shutil.rmtree(tmpdir, ignore_errors=True)
+    tmpdir.remove()
 
 
 @dataclass
@@ -214,14 +213,15 @@ class LocalMeasurer:
         self.check = check
         self.reference_timeout = float(reference_timeout)
         self.startup_timeout = float(startup_timeout)
-        self._tmpdir = tempfile.mkdtemp(prefix="tecomp-measure-")
+        self._dir = MeasureDir()  # also removes the directories of killed measurers
+        self._tmpdir = self._dir.path
         init = {"options": {"repeat": int(options.repeat),
                             "min_repeat_ms": float(options.min_repeat_ms),
                             "flush_cache": bool(options.flush_cache),
                             "flush_bytes": flush_bytes() if options.flush_cache else 0},
                 "prepare": prepare}
         self._slots = [_Slot(n, init, self._tmpdir) for n in range(options.n_workers)]
-        self._finalizer = weakref.finalize(self, _shutdown, self._slots, self._tmpdir)
+        self._finalizer = weakref.finalize(self, _shutdown, self._slots, self._dir)
         self._task_ids: dict = {}   # (workload key, data hash, target) -> task id
         self._tasks: dict = {}      # task id -> SearchTask
         self._refs: dict = {}       # task id -> reference .npz path, or None
