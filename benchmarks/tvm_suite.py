@@ -9,7 +9,7 @@ TVM is a benchmark-only dependency, never tecomp's. Install it into benchmarks/.
     benchmarks/.venv/bin/pip install "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.14.post1" \
         psutil cloudpickle tornado
     benchmarks/run.sh tvm_suite.py [--trials 64] [--only softmax conv1d ...] [--logdir DIR] \
-        [--target '{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}']
+        [--reuse-tvm] [--target '{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}']
 
 Prints per operator the timing table, then a summary: trials and tuning wall time of both tuners,
 best ms of tecomp, torch and TVM, and the ratios (peer time / tecomp time: above 1, tecomp is
@@ -105,9 +105,11 @@ def _body(tr, op):
 
 # ----------------------------------------------------------------------------- TVM tuning
 
-def tune_tvm(case, trials: int, target: dict, workdir: str):
+def tune_tvm(case, trials: int, target: dict, workdir: str, reuse: bool = False):
     """MetaSchedule on the operator for ``trials`` trials; returns (callable factory, wall s,
-    trials measured) or raises RuntimeError when no candidate built and ran."""
+    trials measured) or raises RuntimeError when no candidate built and ran. With ``reuse`` and
+    a database in ``workdir`` from an earlier run, compiles its best instead of tuning again
+    (the wall time is the one that run wrote to ``wall.json``, else NaN)."""
     import tvm
     from tvm import te
     from tvm.s_tir import meta_schedule as ms
@@ -118,16 +120,24 @@ def tune_tvm(case, trials: int, target: dict, workdir: str):
     builder = ms.builder.LocalBuilder(max_workers=max(1, cores), timeout_sec=300)
     runner = ms.runner.LocalRunner(timeout_sec=120, evaluator_config=ms.runner.EvaluatorConfig(
         number=3, repeat=1, min_repeat_ms=40, enable_cpu_cache_flush=False))
-    t0 = time.perf_counter()
-    db = ms.tune_tir(func, tgt, workdir, max_trials_global=trials,
-                     num_trials_per_iter=min(64, trials), builder=builder, runner=runner,
-                     num_tuning_cores=max(1, cores))
-    wall = time.perf_counter() - t0
+    records = os.path.join(workdir, "database_tuning_record.json")
+    wall_file = os.path.join(workdir, "wall.json")
+    if reuse and os.path.exists(records):
+        db = ms.database.JSONDatabase(work_dir=workdir)
+        wall = json.load(open(wall_file))["wall"] if os.path.exists(wall_file) else float("nan")
+    else:
+        t0 = time.perf_counter()
+        db = ms.tune_tir(func, tgt, workdir, max_trials_global=trials,
+                         num_trials_per_iter=min(64, trials), builder=builder, runner=runner,
+                         num_tuning_cores=max(1, cores))
+        wall = time.perf_counter() - t0
+        with open(wall_file, "w") as f:
+            json.dump({"wall": wall, "trials": trials}, f)
     sch = ms.tir_integration.compile_tir(db, func, tgt)
     if sch is None:
         raise RuntimeError("MetaSchedule found no valid candidate (see the logs in "
                            f"{workdir}/logs)")
-    measured = sum(1 for _ in open(os.path.join(workdir, "database_tuning_record.json")))
+    measured = sum(1 for _ in open(records))
     return tvm.compile(sch.mod, target=tgt)["main"], wall, measured
 
 
@@ -159,6 +169,9 @@ def main():
     ap.add_argument("--logdir", default=None, help="keep logs and TVM work dirs here")
     ap.add_argument("--target", default=json.dumps(DEFAULT_TARGET), help="TVM target (JSON)")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reuse-tvm", action="store_true",
+                    help="compile TVM's best from its database in --logdir instead of tuning it "
+                         "again (re-timing after a change to tecomp; tecomp is tuned anew)")
     args = ap.parse_args()
     target = json.loads(args.target)
     logdir = args.logdir or tempfile.mkdtemp(prefix="tvm_suite_")
@@ -170,24 +183,24 @@ def main():
         x = case.make_inputs(np.random.default_rng(0))
         log = os.path.join(logdir, f"{name}.jsonl")
         t0 = time.perf_counter()
-        res = tc.tune(tc.SearchTask(case.dag, "llvm"), trials=args.trials, log=log,
-                      options=tc.TuningOptions(verbose=False))
+        tc_trials = tc.tune(tc.SearchTask(case.dag, "llvm"), trials=args.trials, log=log,
+                            options=tc.TuningOptions(verbose=False)).trials
         tc_wall = time.perf_counter() - t0
         k = tc.build(case.dag, "llvm", log=log)
         cfgs = tecomp_configs(k, x, variant="tuned") + torch_configs(case, x)
         tvm_wall, tvm_trials, err = float("nan"), 0, ""
         try:
             fn, tvm_wall, tvm_trials = tune_tvm(case, args.trials, target,
-                                                os.path.join(logdir, f"tvm_{name}"))
+                                                os.path.join(logdir, f"tvm_{name}"), args.reuse_tvm)
             cfgs += tvm_configs(fn, case, x)
         except Exception as e:  # report and go on: one operator TVM cannot do is a finding
             err = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             print(f"TVM failed on {name}: {err}", flush=True)
-        print(f"\n== {name}: tecomp {res.trials} trials in {tc_wall:.0f} s, TVM {tvm_trials} "
+        print(f"\n== {name}: tecomp {tc_trials} trials in {tc_wall:.0f} s, TVM {tvm_trials} "
               f"trials in {tvm_wall:.0f} s", flush=True)
         cmp = run_comparison(cfgs, case.reference(x)[0], float(case.dag.flop_count()),
                              rounds=args.rounds).comparison
-        rows.append((name, res.trials, tc_wall, tvm_trials, tvm_wall, cmp, err))
+        rows.append((name, tc_trials, tc_wall, tvm_trials, tvm_wall, cmp, err))
     print(f"\n{'operator':<15} {'tc trials':>9} {'tc s':>6} {'tvm trials':>10} {'tvm s':>6} "
           f"{'tecomp ms':>10} {'torch ms':>9} {'tvm ms':>9} {'torch/tc':>8} {'tvm/tc':>7}")
     r_torch, r_tvm = [], []
