@@ -15,7 +15,7 @@ from ..ir.expr import TensorRead, Var
 from ..ir.loop import Scope
 from ..ir.traverse import walk
 from ..schedule.compute_steps import CacheReadStep
-from ..schedule.state import ComputeLocation
+from ..schedule.state import ComputeLocation, IterKind
 from . import analysis as an
 
 __all__ = ["pack_candidates", "pack_weights"]
@@ -41,11 +41,24 @@ def pack_candidates(state) -> list:
                       for i in rd.indices for v in walk(i) if isinstance(v, Var)}
             dims = [d for d, i in enumerate(reads[0].indices)
                     if isinstance(i, Var) and id(i) in spatial and id(i) not in shared]
+            if len(dims) > 1:
+                # several axes of its own (a capsule weight W[.., o, k, j] by o and j): the one
+                # the reader's lanes run along, unless it is already the innermost dimension
+                inner = _innermost_axis(r)
+                dims = [d for d in dims if d != len(reads[0].indices) - 1
+                        and spatial[id(reads[0].indices[d])] == inner]
             if len(dims) != 1:
                 continue
             sid = next(k for k, s in enumerate(state.stages) if s.tensor is t)
             out.append((sid, rid, dims[0], spatial[id(reads[0].indices[dims[0]])]))
     return out
+
+
+def _innermost_axis(stage) -> str | None:
+    """The root axis of the stage's innermost loop, where a tiled stage's vector lanes run (by
+    the loop order alone: a sketch's tile lengths are not chosen yet); None for a reduction."""
+    it = stage.iters[-1] if stage.iters else None
+    return it.name.split(".")[0] if it is not None and it.kind is IterKind.SPATIAL else None
 
 
 def _inner_levels(stage, axis: str) -> list:

@@ -8,7 +8,7 @@ from tecomp.schedule.compute_steps import CacheReadStep
 from tecomp.schedule.state import State
 from tecomp.search.layout_rewrite import pack_candidates
 from tecomp.search.target_search import generate_sketches, materialize
-from tecomp.testing.operator_suite import batch_matmul_qkt, matmul
+from tecomp.testing.operator_suite import batch_matmul_qkt, capsule_conv, matmul
 
 
 def _candidates_of(case):
@@ -39,3 +39,35 @@ def test_packed_qkt_candidates_match_numpy():
         k = tc.build(case.dag, schedule=tc.Schedule(case.dag, c.steps))
         np.testing.assert_allclose(k(*x), ref, rtol=1e-4, atol=1e-4)
     assert packed >= 2
+
+
+def test_a_weight_with_two_own_axes_packs_the_lane_axis():
+    """A capsule weight ``W[ky, kx, c, o, k, j]`` has two axes of its own (o, j): it is packable
+    along ``o`` in the sketch that puts ``o`` innermost (its lanes 16 floats apart otherwise:
+    a gather per vector), and not at all where ``j`` (already contiguous) is innermost."""
+    case = capsule_conv(1, 4, 2, 32, 3, 2, 1)
+    task = tc.SearchTask(case.dag, target="llvm")
+    found = {}
+    for sk in generate_sketches(task):
+        st = State.replay(case.dag, sk.steps)
+        found[sk.name] = {st.stages[sid].name: (dim, axis)
+                          for sid, _, dim, axis in pack_candidates(st)}
+    o_inner = [v for name, v in found.items() if "o-inner" in name]
+    assert o_inner and all(v.get("W") == (3, "o") for v in o_inner)
+    assert any("W" not in v for name, v in found.items() if "inner" not in name)
+
+
+def test_packed_capsule_candidates_match_numpy():
+    case = capsule_conv(1, 4, 2, 32, 3, 2, 1)
+    task, sks, rng, x, ref = case.search_setup(3, target="llvm")
+    o_inner = [k for k, sk in enumerate(sks) if "o-inner" in sk.name]
+    packed = 0
+    for i in range(8):
+        k_sk = o_inner[i % len(o_inner)]
+        c = materialize(task, k_sk, sks[k_sk], {"pack": {"W": 1}}, rng)
+        if c is None:
+            continue
+        packed += any(isinstance(s, CacheReadStep) and s.pack for s in c.steps)
+        k = tc.build(case.dag, schedule=tc.Schedule(case.dag, c.steps))
+        np.testing.assert_allclose(k(*x), ref, rtol=1e-4, atol=1e-4)
+    assert packed >= 1
