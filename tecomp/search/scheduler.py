@@ -265,29 +265,6 @@ def task_kind(dag) -> tuple:
     return tags or (dag.outputs[0].op.tag,)
 
 
-def _nbytes(dag) -> float:
-    """Bytes of a task's inputs and outputs, each counted once (0: unknown)."""
-    try:
-        return float(sum(math.prod(int(d) for d in t.shape) * t.dtype.itemsize
-                         for t in list(dag.inputs) + list(dag.outputs)))
-    except (AttributeError, TypeError, ValueError):
-        return 0.0
-
-
-def _attainable(i, tuners, similar_rate: float) -> float:
-    """The FLOP rate task ``i`` can be expected to reach: the best similar task's, unless a
-    roofline drawn from what the tasks have reached is lower, its FLOPs per byte times the most
-    bytes per second any task has moved. A 3x3 stride-2 depthwise conv moves half the FLOPs per
-    byte of a stride-1 one; held to the stride-1 rate it looked 2.5x from its bound and drew most
-    of a MobileNet-V2 tuning, none of it to the stem."""
-    nbytes = _nbytes(tuners[i].task.dag)
-    if nbytes <= 0:
-        return similar_rate
-    moved = [b / tu.result.best_cost for tu in tuners
-             if math.isfinite(tu.result.best_cost) and (b := _nbytes(tu.task.dag)) > 0]
-    return min(similar_rate, tuners[i].flops / nbytes * max(moved)) if moved else similar_rate
-
-
 def _stale_rounds(hist) -> int:
     """Rounds at the end of ``hist`` (a task's best cost after each of its rounds) that did not
     improve on the round before."""
@@ -327,7 +304,7 @@ def _gradient(i, tuners, weights, best_hist, objective=SchedulerObjective.LATENC
                if math.isfinite(tu.result.best_cost) and task_kind(tu.task.dag) == kind]
     g_next = g - g / trials
     if similar:
-        g_next = min(g_next, BETA * flops / _attainable(i, tuners, max(similar)))
+        g_next = min(g_next, BETA * flops / max(similar))
     # a task whose best has not moved for WINDOW rounds is less likely to reach the similar
     # tasks' rate than the estimate says: halve the forward slope for every WINDOW stale rounds
     # (without it one stuck layer drew 336 of 930 trials: a 3x3 stride-2 depthwise conv in NCHW,
