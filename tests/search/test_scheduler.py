@@ -86,9 +86,10 @@ def test_gradient_prefers_heavy_tasks_and_tasks_without_a_valid_result():
 
 
 def test_a_task_far_behind_its_similar_tasks_is_expected_to_catch_up():
-    # two layers of one FLOP count, tuned alike: one at 160 GFLOP/s, one at 20; the lagging one
-    # is expected to reach 80 (1/BETA of 160) in its next round, far more than 1/trials of it
-    tuners = [_Tuner(1e9 / 160e9, 64, 1e9), _Tuner(1e9 / 20e9, 64, 1e9)]
+    # two layers of one FLOP count: one at 160 GFLOP/s, one at 20 after its first round; the
+    # lagging one is expected to reach 80 (1/BETA of 160) in its next round, far more than
+    # 1/trials of it
+    tuners = [_Tuner(1e9 / 160e9, 64, 1e9), _Tuner(1e9 / 20e9, 16, 1e9)]
     hist = [[t.result.best_cost] for t in tuners]
     g = [_gradient(i, tuners, [1, 1], hist) for i in range(2)]
     assert g[1] < g[0] < 0
@@ -142,6 +143,23 @@ def test_a_stuck_task_draws_less_and_less():
     assert grads[0] < 0
     for a, b in zip(grads, grads[1:]):
         assert b == pytest.approx(a / 2)
+
+
+def test_the_similar_tasks_rate_is_trusted_less_after_many_rounds():
+    """A lagging task (a quarter of its similar task's rate) expects half that rate in its next
+    round; after 3 more rounds without reaching it, half that gain; after 6, a quarter. The
+    1/trials estimate stays whole."""
+    from tecomp.search.scheduler import ALPHA, WINDOW
+    fast = _Tuner(1e-3, 64, 1e8)
+
+    def grad(trials):
+        slow = _Tuner(4e-3, trials, 1e8)
+        return _gradient(0, [slow, fast], [1, 1], [[4e-3], [1e-3]])
+    gain = (4e-3 - 2e-3) / 16 * (1 - ALPHA)  # reaching 1/BETA of the fast task's rate
+    assert grad(16) == pytest.approx(-gain)
+    assert grad(16 * (1 + WINDOW)) == pytest.approx(-gain / 2)
+    assert grad(16 * (1 + 2 * WINDOW)) == pytest.approx(-gain / 4)
+    assert grad(16 * 200) == pytest.approx(-(1 - ALPHA) * 4e-3 / (16 * 200) / 16)
 
 
 def test_geomean_objective_weighs_relative_gains():
