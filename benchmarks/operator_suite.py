@@ -21,6 +21,7 @@ from tecomp.bench.peers import tecomp_configs
 from tecomp.bench.protocol import Config
 from tecomp.bench.report import geomean, print_header, run_comparison
 from tecomp.bench.threads import thread_counts, torch_threads
+from tecomp.codegen.memory import aligned_copy
 from tecomp.testing.operator_suite import OPERATORS, operator_case
 
 
@@ -57,7 +58,8 @@ def main():
                       options=tc.TuningOptions(verbose=False))
         wall = time.perf_counter() - t0
         k = tc.build(case.dag, "llvm", log=log)
-        x = case.make_inputs(np.random.default_rng(0))
+        # the same cache-line-aligned arrays for every system (numpy promises 16 bytes)
+        x = [aligned_copy(a) for a in case.make_inputs(np.random.default_rng(0))]
         print(f"\n== {name}: {res.trials} trials in {wall:.0f} s", flush=True)
         cmp = run_comparison(tecomp_configs(k, x, variant="tuned") + torch_configs(case, x),
                              case.reference(x)[0], float(case.dag.flop_count()), peak=peak,

@@ -29,6 +29,7 @@ from tecomp.bench.peers import tecomp_configs
 from tecomp.bench.protocol import Config
 from tecomp.bench.report import geomean, run_comparison
 from tecomp.bench.threads import thread_counts
+from tecomp.codegen.memory import aligned_copy
 from tecomp.ir import expr as E
 from tecomp.ir.opkind import BinOpKind, ReduceKind, UnOpKind
 from tecomp.testing.operator_suite import OPERATORS, operator_case
@@ -180,7 +181,8 @@ def main():
     rows = []
     for name in args.only:
         case = operator_case(name)
-        x = case.make_inputs(np.random.default_rng(0))
+        # the same cache-line-aligned arrays for every system (numpy promises 16 bytes)
+        x = [aligned_copy(a) for a in case.make_inputs(np.random.default_rng(0))]
         log = os.path.join(logdir, f"{name}.jsonl")
         t0 = time.perf_counter()
         tc_trials = tc.tune(tc.SearchTask(case.dag, "llvm"), trials=args.trials, log=log,

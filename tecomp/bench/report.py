@@ -120,10 +120,16 @@ def compare_workload(wl, kernels: dict, inputs, name: str | None = None, out=pri
                      peak: float | None = None, **protocol) -> Result:
     """Check and time tecomp's ``kernels`` (``{variant label: Kernel}``) of the workload ``wl``
     (a ``tecomp.workloads.Workload``: ``dag``, ``params``, ``reference``) beside the
-    workload's peers, on ``inputs`` (a kernel built with ``constants=`` gets the others);
+    workload's peers, on cache-line-aligned copies of ``inputs`` (the same for every system; a
+    kernel built with ``constants=`` gets the others);
     ``name`` picks the peers (default ``wl.name``; ``"dense"`` for a matmul that is a network's
     dense layer)."""
+    from ..codegen.memory import aligned_copy
     from .peers import peers_for, tecomp_configs
+    # every system reads the same cache-line-aligned arrays, as a layer's input is in a compiled
+    # model (numpy's own 16-byte alignment cost tecomp's 1x1 NCHW convs up to 1.44x: every
+    # vector load split across two lines), and as the search measured it
+    inputs = [aligned_copy(a) for a in inputs]
     cfgs = []
     for label, k in kernels.items():
         # a kernel built with constants (weights packed once) takes the other inputs only
