@@ -27,18 +27,25 @@ def test_a_matmul_packs_both_operands_along_their_own_axis():
     assert _candidates_of(matmul(8, 16, 4)) == {"A": (0, "i"), "B": (1, "j")}
 
 
-def test_packed_qkt_candidates_match_numpy():
-    case = batch_matmul_qkt(1, 2, 12, 8)
-    task, sks, rng, x, ref = case.search_setup(5, target="llvm")
+def _packed_candidates_match(case, seed, n, table=None, only=None) -> int:
+    """Materialize ``n`` candidates (of the sketches whose name contains ``only``), check each
+    against numpy, and return how many packed an input."""
+    task, sks, rng, x, ref = case.search_setup(seed, target="llvm")
+    ids = [k for k, sk in enumerate(sks) if only is None or only in sk.name]
     packed = 0
-    for i in range(12):
-        c = materialize(task, i % len(sks), sks[i % len(sks)], {}, rng)
+    for i in range(n):
+        k_sk = ids[i % len(ids)]
+        c = materialize(task, k_sk, sks[k_sk], dict(table or {}), rng)
         if c is None:
             continue
         packed += any(isinstance(s, CacheReadStep) and s.pack for s in c.steps)
         k = tc.build(case.dag, schedule=tc.Schedule(case.dag, c.steps))
         np.testing.assert_allclose(k(*x), ref, rtol=1e-4, atol=1e-4)
-    assert packed >= 2
+    return packed
+
+
+def test_packed_qkt_candidates_match_numpy():
+    assert _packed_candidates_match(batch_matmul_qkt(1, 2, 12, 8), 5, 12) >= 2
 
 
 def test_a_weight_with_two_own_axes_packs_the_lane_axis():
@@ -59,15 +66,4 @@ def test_a_weight_with_two_own_axes_packs_the_lane_axis():
 
 def test_packed_capsule_candidates_match_numpy():
     case = capsule_conv(1, 4, 2, 32, 3, 2, 1)
-    task, sks, rng, x, ref = case.search_setup(3, target="llvm")
-    o_inner = [k for k, sk in enumerate(sks) if "o-inner" in sk.name]
-    packed = 0
-    for i in range(8):
-        k_sk = o_inner[i % len(o_inner)]
-        c = materialize(task, k_sk, sks[k_sk], {"pack": {"W": 1}}, rng)
-        if c is None:
-            continue
-        packed += any(isinstance(s, CacheReadStep) and s.pack for s in c.steps)
-        k = tc.build(case.dag, schedule=tc.Schedule(case.dag, c.steps))
-        np.testing.assert_allclose(k(*x), ref, rtol=1e-4, atol=1e-4)
-    assert packed >= 1
+    assert _packed_candidates_match(case, 3, 8, {"pack": {"W": 1}}, only="o-inner") >= 1
