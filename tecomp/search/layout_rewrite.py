@@ -16,6 +16,7 @@ from ..ir.loop import Scope
 from ..ir.traverse import walk
 from ..schedule.compute_steps import CacheReadStep
 from ..schedule.state import ComputeLocation, IterKind
+from ..schedule.steps import ReorderStep
 from . import analysis as an
 
 __all__ = ["pack_candidates", "pack_weights"]
@@ -95,4 +96,11 @@ def pack_weights(state, steps, table: dict, rng, apply) -> None:
             factor *= x
         if factor > 1:
             apply(state, steps, CacheReadStep(sid, Scope.GLOBAL, (rid,), (dim, factor)))
+            n = len(state.stages[sid + 1].iters)
+            if dim != n - 2:
+                # the copy's loops as the packed layout has them end on the tile's lanes, read
+                # one element per source row; the source's own last dimension innermost reads
+                # rows whole (Q.K^T's packs ran 0.30 -> 0.24 ms in the timed kernel)
+                order = tuple(range(n - 2)) + (n - 1, n - 2)
+                apply(state, steps, ReorderStep(sid + 1, order))
 

@@ -67,3 +67,21 @@ def test_a_weight_with_two_own_axes_packs_the_lane_axis():
 def test_packed_capsule_candidates_match_numpy():
     case = capsule_conv(1, 4, 2, 32, 3, 2, 1)
     assert _packed_candidates_match(case, 3, 8, {"pack": {"W": 1}}, only="o-inner") >= 1
+
+
+def test_a_pack_copy_reads_its_source_rows_whole():
+    """The copy into ``K.global[j // f, b, h, d, j % f]`` runs its loop over ``d`` (the source's
+    contiguous dimension) innermost, not the tile's lanes (one element per source row)."""
+    case = batch_matmul_qkt(1, 2, 32, 16)
+    task, sks, rng, _, _ = case.search_setup(1, target="llvm")
+    seen = 0
+    for i in range(16):
+        c = materialize(task, i % len(sks), sks[i % len(sks)], {"pack": {"K": 1}}, rng)
+        if c is None:
+            continue
+        st = State.replay(case.dag, c.steps)
+        for s in st.stages:
+            if s.name == "K.global":
+                seen += 1
+                assert s.iters[-1].name.split("@")[-1] == "ax3"  # (fused or not)
+    assert seen >= 1
