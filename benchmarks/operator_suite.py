@@ -25,6 +25,12 @@ from tecomp.codegen.memory import aligned_copy
 from tecomp.testing.operator_suite import OPERATORS, operator_case
 
 
+def case_inputs(case) -> list:
+    """The operator's inputs as the same cache-line-aligned arrays for every system (numpy
+    promises 16 bytes; the search measures, and a compiled model runs, on aligned buffers)."""
+    return [aligned_copy(a) for a in case.make_inputs(np.random.default_rng(0))]
+
+
 def torch_configs(case, x) -> list:
     import torch
     if case.torch_fn is None:
@@ -58,8 +64,7 @@ def main():
                       options=tc.TuningOptions(verbose=False))
         wall = time.perf_counter() - t0
         k = tc.build(case.dag, "llvm", log=log)
-        # the same cache-line-aligned arrays for every system (numpy promises 16 bytes)
-        x = [aligned_copy(a) for a in case.make_inputs(np.random.default_rng(0))]
+        x = case_inputs(case)
         print(f"\n== {name}: {res.trials} trials in {wall:.0f} s", flush=True)
         cmp = run_comparison(tecomp_configs(k, x, variant="tuned") + torch_configs(case, x),
                              case.reference(x)[0], float(case.dag.flop_count()), peak=peak,

@@ -22,14 +22,13 @@ import tempfile
 import time
 
 import numpy as np
-from operator_suite import torch_configs  # this folder's script: the same torch peer
+from operator_suite import case_inputs, torch_configs  # this folder's script: the same peer
 
 import tecomp as tc
 from tecomp.bench.peers import tecomp_configs
 from tecomp.bench.protocol import Config
 from tecomp.bench.report import geomean, run_comparison
 from tecomp.bench.threads import thread_counts
-from tecomp.codegen.memory import aligned_copy
 from tecomp.ir import expr as E
 from tecomp.ir.opkind import BinOpKind, ReduceKind, UnOpKind
 from tecomp.testing.operator_suite import OPERATORS, operator_case
@@ -125,7 +124,10 @@ def tune_tvm(case, trials: int, target: dict, workdir: str, reuse: bool = False)
     wall_file = os.path.join(workdir, "wall.json")
     if reuse and os.path.exists(records):
         db = ms.database.JSONDatabase(work_dir=workdir)
-        wall = json.load(open(wall_file))["wall"] if os.path.exists(wall_file) else float("nan")
+        wall = float("nan")
+        if os.path.exists(wall_file):
+            with open(wall_file) as f:
+                wall = json.load(f)["wall"]
     else:
         t0 = time.perf_counter()
         db = ms.tune_tir(func, tgt, workdir, max_trials_global=trials,
@@ -181,8 +183,7 @@ def main():
     rows = []
     for name in args.only:
         case = operator_case(name)
-        # the same cache-line-aligned arrays for every system (numpy promises 16 bytes)
-        x = [aligned_copy(a) for a in case.make_inputs(np.random.default_rng(0))]
+        x = case_inputs(case)
         log = os.path.join(logdir, f"{name}.jsonl")
         t0 = time.perf_counter()
         tc_trials = tc.tune(tc.SearchTask(case.dag, "llvm"), trials=args.trials, log=log,

@@ -163,13 +163,13 @@ class _Slot:
         return f"the worker process {why}" + (f"; its output:\n{text}" if text else "")
 
 
-def _shutdown(slots, tmpdir: MeasureDir) -> None:
+def _shutdown(slots, mdir: MeasureDir) -> None:
     for s in slots:
         try:
             s.kill()
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
-    tmpdir.remove()
+    mdir.remove()
 
 
 @dataclass
@@ -214,13 +214,12 @@ class LocalMeasurer:
         self.reference_timeout = float(reference_timeout)
         self.startup_timeout = float(startup_timeout)
         self._dir = MeasureDir()  # also removes the directories of killed measurers
-        self._tmpdir = self._dir.path
         init = {"options": {"repeat": int(options.repeat),
                             "min_repeat_ms": float(options.min_repeat_ms),
                             "flush_cache": bool(options.flush_cache),
                             "flush_bytes": flush_bytes() if options.flush_cache else 0},
                 "prepare": prepare}
-        self._slots = [_Slot(n, init, self._tmpdir) for n in range(options.n_workers)]
+        self._slots = [_Slot(n, init, self._dir.path) for n in range(options.n_workers)]
         self._finalizer = weakref.finalize(self, _shutdown, self._slots, self._dir)
         self._task_ids: dict = {}   # (workload key, data hash, target) -> task id
         self._tasks: dict = {}      # task id -> SearchTask
@@ -293,7 +292,7 @@ class LocalMeasurer:
         if self.check:
             for tid in dict.fromkeys(tids):
                 if tid not in self._refs:
-                    path = os.path.join(self._tmpdir, f"ref{tid}.npz")
+                    path = os.path.join(self._dir.path, f"ref{tid}.npz")
                     jobs.append(_Job("ref", tid, tid, ("ref", tid, path), self.reference_timeout))
         for i, (inp, tid) in enumerate(zip(inputs, tids)):
             jobs.append(self._build_job(i, tid, inp.steps))  # cuda runs: see measure_cuda

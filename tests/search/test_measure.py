@@ -162,7 +162,7 @@ def test_close_gc_and_parent_exceptions_leave_no_process():
         m.measure([MeasureInput(task, ())])
     m = LocalMeasurer(TuningOptions(**FAST))
     third = pids(m)
-    tmp = m._tmpdir
+    tmp = m._dir.path
     del m
     gc.collect()
     assert not any(alive(p) for p in third)
