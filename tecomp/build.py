@@ -7,6 +7,7 @@ import weakref
 
 import numpy as np
 
+from .call_memo import CallMemo
 from .codegen.memory import aligned_empty
 from .ir.dag import ComputeDAG
 from .ir.loop import PrimFunc, verify
@@ -57,6 +58,7 @@ class Kernel:
         # own overhead counts beside a kernel of tens of microseconds
         self._free = [t for t in dag.inputs if t.name not in self._bound[0]]
         self._cache_entry = None  # keeps its entry of the build cache alive (_BoundEntry)
+        self._memo = CallMemo()  # the last checked call's arrays (see tecomp.call_memo)
 
     @property
     def loop_ir(self) -> PrimFunc:
@@ -149,9 +151,7 @@ class Kernel:
         run = self._compiled.bind(arrays)
         if not self._validator.active:
             return run
-        consts = self._bound[0]
-        given = iter(arrays)  # the free inputs come first, in the DAG's order
-        check = [consts[t.name] if t.name in consts else next(given) for t in self.dag.inputs]
+        check = self._with_constants(arrays)  # the free inputs come first, in the DAG's order
 
         def checked_run():
             self._validator.check(check)  # index data may change between calls
@@ -166,8 +166,17 @@ class Kernel:
     def __call__(self, *inputs, out=None):
         if self.target.kind is TargetKind.CUDA and _on_device(inputs, out):
             return self._call_device(inputs, out)
+        if out is not None:  # the same arrays as the last checked call: only index data again
+            outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+            if self._memo.matches(inputs + outs):
+                if self._validator.active:
+                    self._validator.check(self._with_constants(inputs))
+                self._compiled.run([*inputs, *self._bound[1], *outs])
+                return outs[0] if len(outs) == 1 else outs
         arrays, outs = self._prepare(inputs, out)
         self._compiled.run(arrays)
+        if out is not None:
+            self._memo.remember(tuple(arrays[:len(self._free)]) + tuple(outs), len(outs))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def emulate(self, *inputs, out=None):
@@ -231,10 +240,13 @@ class Kernel:
                         raise ValueError(f"outputs '{dag.outputs[m].name}' and "
                                          f"'{dag.outputs[n].name}' overlap")
         if self._validator.active:
-            given = iter(arrays)
-            self._validator.check([consts[t.name] if t.name in consts else next(given)
-                                   for t in dag.inputs])
+            self._validator.check(self._with_constants(arrays))
         return arrays + list(bound) + outs, outs
+
+    def _with_constants(self, given) -> list:
+        """Every DAG input in order: the call's ``given`` ones and the bound constants."""
+        consts, it = self._bound[0], iter(given)
+        return [consts[t.name] if t.name in consts else next(it) for t in self.dag.inputs]
 
 
 def _on_device(inputs, out) -> bool:

@@ -118,3 +118,41 @@ def test_unsupported_target():
     B = tc.compute((4,), lambda i: A[i] * 2.0, name="B")
     with pytest.raises(ValueError, match="unknown target 'opencl'"):
         tc.build(tc.ComputeDAG([A, B]), target="opencl")
+
+
+def test_a_repeated_call_on_changed_arrays_is_checked_again(add_kernel):
+    # the second call on the same arrays skips the checks (tecomp.call_memo); whatever changed
+    # in place since must still be caught
+    a, b = _args()
+    out = np.empty((4, 5), np.float32)
+    for _ in range(2):
+        assert add_kernel(a, b, out=out) is out
+    np.testing.assert_allclose(out, a + b, rtol=1e-6)
+    a[...] = 2.0  # new contents: computed anew
+    add_kernel(a, b, out=out)
+    np.testing.assert_allclose(out, 2.0 + b, rtol=1e-6)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        add_kernel(a, b, out=out)
+    out.flags.writeable = True
+    add_kernel(a, b, out=out)
+    a.shape = (5, 4)  # the same array object, another shape
+    with pytest.raises(ValueError, match="has shape"):
+        add_kernel(a, b, out=out)
+    a.shape = (4, 5)
+    with pytest.raises(ValueError, match="overlaps input 'lhs'"):
+        add_kernel(a, b, out=a)
+    c = np.empty((4, 5, 2), np.float32)[..., 0]  # not contiguous
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        add_kernel(a, c, out=out)
+
+
+def test_a_repeated_sparse_call_validates_its_indices_every_time(spmm):
+    kernel, good = spmm
+    args = [a.copy() for a in good]
+    out = np.empty((3, 4), np.float32)
+    kernel(*args, out=out)
+    kernel(*args, out=out)
+    args[1][1] = 6  # rewritten in place between calls: the memo must not skip the index check
+    with pytest.raises(ValueError, match="indices"):
+        kernel(*args, out=out)
