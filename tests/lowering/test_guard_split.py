@@ -9,6 +9,7 @@ from tecomp.ir.expr import BinOpKind, Const, Load, Var, binary, cast
 from tecomp.ir.loop import Buffer, For, ForKind, IfThenElse, PrimFunc, Store, stmts, verify
 from tecomp.lowering import lower_state, version_guards
 from tecomp.workloads.hand_schedules import matmul_schedule
+from tecomp.workloads.reference import ref_conv2d
 
 
 def _matmul(m, n, k):
@@ -32,7 +33,9 @@ def test_whole_tiles_run_unguarded_and_the_tail_guarded():
     assert versions, "no loop was versioned"
     # column tile whole (outer version), then row tile whole (the version inside the row-tile
     # loop): no guard is left in its vector loops; the tails keep theirs
-    cols = versions[0]
+    # (a packed B's padding select is versioned too: the first version with one inside it)
+    cols = next(v for v in versions if any(isinstance(x, IfThenElse) and x.else_ is not None
+                                           for x in stmts(v.then)))
     rows = next(x for x in stmts(cols.then) if isinstance(x, IfThenElse) and x.else_ is not None)
     assert _guards_in_vector_loops(rows.then) == 0
     assert _guards_in_vector_loops(rows.else_) > 0
@@ -72,3 +75,77 @@ def test_data_dependent_guards_are_kept():
                    IfThenElse(cond, Store(out, (i, j), Const(1.0, dt.float32)))))
     func = PrimFunc("f", [ptr, out], body)
     assert version_guards(func) is func
+
+
+def _padded_conv(rng, depthwise: bool):
+    """A random NCHW conv whose zero padding is inlined (a select per element read), tiled
+    over output rows and columns with vectorized columns."""
+    C = int(rng.integers(1, 5))
+    H, W = (int(x) for x in rng.integers(5, 30, size=2))
+    k, stride, pad = int(rng.choice([1, 3, 5])), int(rng.integers(1, 3)), int(rng.integers(0, 3))
+    O = C if depthwise else int(rng.integers(1, 5))
+    data = tc.placeholder((1, C, H, W), name="data")
+    weight = tc.placeholder((O, 1 if depthwise else C, k, k), name="weight")
+    out = tc.ops.conv2d(data, weight, stride=stride, padding=pad, groups=C if depthwise else 1)
+    dag = tc.ComputeDAG([data, weight, out])
+    s = tc.Schedule(dag)
+    pad_t = next((st.tensor for st in dag.compute_stages if st.name == "pad"), None)
+    if pad_t is not None:
+        s[pad_t].compute_inline()
+    C_ = dag.outputs[0]
+    n, o, y, x = s[C_].axes
+    yo, yi = s[C_].split(y, factor=int(rng.integers(1, 4)))
+    xo, xi = s[C_].split(x, factor=int(rng.choice([4, 8, 16])))
+    s[C_].reorder(n, o, yo, xo, yi, xi)
+    if rng.random() < 0.7:
+        s[C_].parallel(s[C_].fuse(n, o, yo, xo) if rng.random() < 0.5 else s[C_].fuse(n, o, yo))
+    s[C_].vectorize(xi)
+    return dag, s, dict(stride=stride, padding=pad, groups=C if depthwise else 1)
+
+
+def _selects_in_vector_stores(stmt) -> int:
+    from tecomp.ir.expr import Select
+    from tecomp.ir.traverse import walk
+    return sum(1 for f in stmts(stmt) if isinstance(f, For) and f.kind is ForKind.VECTORIZED
+               for st in stmts(f.body) if isinstance(st, Store)
+               for e in walk(st.value) if isinstance(e, Select))
+
+
+def test_an_inlined_padding_reads_interior_tiles_without_selects():
+    rng = np.random.default_rng(3)
+    data = tc.placeholder((1, 8, 40, 40), name="data")
+    weight = tc.placeholder((8, 1, 3, 3), name="weight")
+    out = tc.ops.conv2d(data, weight, stride=2, padding=1, groups=8)
+    dag = tc.ComputeDAG([data, weight, out])
+    s = tc.Schedule(dag)
+    s[next(st.tensor for st in dag.compute_stages if st.name == "pad")].compute_inline()
+    n, o, y, x = s[out].axes
+    xo, xi = s[out].split(x, factor=4)
+    s[out].parallel(s[out].fuse(n, o, y, xo))  # the selects version at the parallel loop
+    s[out].vectorize(xi)
+    plain = lower_state(s.state)
+    func = version_guards(plain)
+    verify(func)
+    assert _selects_in_vector_stores(plain.body) > 0
+    versions = [x for x in stmts(func.body) if isinstance(x, IfThenElse) and x.else_ is not None]
+    assert versions, "the padding's selects were not versioned"
+    inner = [v for v in versions if _selects_in_vector_stores(v.then) == 0]
+    assert inner, "no version reads without selects"
+    assert all(_selects_in_vector_stores(v.else_) > 0 for v in inner)  # the border keeps them
+    a = rng.standard_normal((1, 8, 40, 40)).astype("float32")
+    w = rng.standard_normal((8, 1, 3, 3)).astype("float32")
+    kern = tc.build(dag, schedule=s)
+    ref = ref_conv2d(a, w, stride=2, padding=1, groups=8)
+    np.testing.assert_allclose(kern(a, w), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_inlined_paddings_match_the_default_schedule(seed):
+    rng = np.random.default_rng(100 + seed)
+    dag, s, params = _padded_conv(rng, depthwise=bool(seed % 2))
+    a = rng.standard_normal(tuple(dag.inputs[0].shape)).astype("float32")
+    w = rng.standard_normal(tuple(dag.inputs[1].shape)).astype("float32")
+    kern = tc.build(dag, schedule=s)
+    ref = ref_conv2d(a, w, **params)
+    np.testing.assert_allclose(kern(a, w), ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(kern.emulate(a, w), ref, rtol=1e-4, atol=1e-4)
