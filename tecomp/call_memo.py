@@ -45,6 +45,3 @@ class CallMemo:
             if not flags.c_contiguous or (is_out and not flags.writeable):
                 return False
         return True
-
-    def forget(self) -> None:
-        self._entry = None

@@ -93,9 +93,14 @@ def _guards(body: Stmt, var, ranges: dict, outer: bool = False):
     where the parallel loop's were 9-11% faster (its stem and stride-2 depthwise layers). A
     predicate that no iteration of the loop satisfies versions nothing."""
     found, always = {}, set()
-    tile_loop = outer and any(isinstance(st, Store) and any(v is var for i in st.indices
-                                                            for v in free_vars(i))
-                              for st in stmts(body))
+    tile = []  # whether var indexes a store: worked out at the first select (lowering is hot)
+
+    def tile_loop() -> bool:
+        if not tile:
+            tile.append(any(isinstance(st, Store) and any(v is var for i in st.indices
+                                                          for v in free_vars(i))
+                            for st in stmts(body)))
+        return tile[0]
 
     def go(s, inner, unknown):
         if isinstance(s, For):
@@ -107,10 +112,10 @@ def _guards(body: Stmt, var, ranges: dict, outer: bool = False):
             return
         if isinstance(s, IfThenElse) and s.else_ is None:
             conditional(s, inner, unknown)
-        elif isinstance(s, Store) and tile_loop:  # the selects of an inlined padding
+        elif isinstance(s, Store) and outer:  # the selects of an inlined padding
             for e in (s.value, *s.indices):
                 for x in walk(e):
-                    if isinstance(x, Select):
+                    if isinstance(x, Select) and tile_loop():
                         conditional(x, inner, unknown)
         for ch in s.children():
             go(ch, inner, unknown)
