@@ -4,8 +4,8 @@ that fills the vector register file, instead of from the divisors of each extent
 A CPU tile's innermost level is a block of ``rows`` x ``nvec`` vectors of accumulators: every
 reduction step loads ``nvec`` vectors of one operand, broadcasts ``rows`` scalars of the other and
 issues ``rows * nvec`` FMAs. It runs near the FMA peak only when the accumulators hide the FMA
-latency (at least half the register file) and fit in the registers with the broadcast. Such
-shapes (6x16, 7x16 or 4x24 floats on AVX2, 14x32 or 6x64 on AVX-512) are rarely
+latency (at least half the register file) and fit in the registers with the operand vectors
+and the broadcast. Such shapes (6x16 or 4x24 floats on AVX2, 14x32 or 6x64 on AVX-512) are rarely
 divisors of the extents (1024 = 2^10 has no factor 6), so divisor sampling almost never draws
 them: on a Zen 3 the best matmul of a 256-trial search was a 4x16 tile, while a hand 6x16 tile
 ran about 15% faster. Non-divisible tiles cost little since whole tiles run without guards
@@ -24,18 +24,21 @@ _SPATIAL_PARTS = TILING_CPU.count("S")  # the parts a CPU tile splits a spatial 
 
 
 def register_shapes(lanes: int, registers: int, rows_extent: int, vec_extent: int) -> list:
-    """The ``(rows, nvec)`` micro-tiles that fit: ``rows * nvec`` accumulators plus a broadcast
-    and a spare register within ``registers`` (the operand vectors can be memory operands of the
-    FMAs: x86 loads them again per row, which the two load ports sustain), and at least half of
-    the registers accumulators (fewer do not hide the FMA latency) unless the rows are the whole
-    rows extent (a 7x7 layer's 7 columns: no tail); ``nvec * lanes`` not past the vector extent
-    rounded up to a vector, ``rows`` not past the rows extent."""
+    """The ``(rows, nvec)`` micro-tiles that fit: ``rows * nvec`` accumulators, the ``nvec``
+    operand vectors and a broadcast within ``registers`` (LLVM loads each operand vector once a
+    step and keeps it for every row; it does not fold them into the FMAs as memory operands: a
+    7x16 tile on AVX2, 14 + 2 + 1 = 17 registers, spilled an accumulator and shuffled the rest
+    through register moves every step: a 512^3 matmul ran at 34 GFLOP/s, 6x16 at 112 with the
+    same non-divisible outer tiles),
+    and at least half of the registers accumulators (fewer do not hide the FMA latency) unless
+    the rows are the whole rows extent (a 7x7 layer's 7 columns: no tail); ``nvec * lanes`` not
+    past the vector extent rounded up to a vector, ``rows`` not past the rows extent."""
     out = []
     max_nvec = max(1, -(-vec_extent // lanes))
     for nvec in range(1, min(4, max_nvec) + 1):
         for rows in range(1, min(rows_extent, 16) + 1):
             acc = rows * nvec
-            if acc + 2 <= registers and (2 * acc >= registers
+            if acc + nvec + 1 <= registers and (2 * acc >= registers
                                          or rows == rows_extent and 2 * acc >= registers // 2):
                 out.append((rows, nvec))
     return out
