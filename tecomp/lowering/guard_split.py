@@ -204,7 +204,11 @@ def _visit(s: Stmt, ranges: dict, depth: int) -> Stmt:
             lo = int(s.begin.value)
             inner_ranges = {**ranges, s.var: (lo, lo + int(s.extent.value) - 1)}
         body = s.body
-        if s.kind in _VERSIONED:
+        # below a version, a loop of one iteration splits nothing: its version repeats the one
+        # above (a tail tile's guarded copy re-versioned at each unit tile loop and spent the
+        # depth before the loop that splits the tail's whole vectors from its last one)
+        unit = known and int(s.extent.value) == 1 and depth > 0
+        if s.kind in _VERSIONED and not unit:
             found, always = _guards(body, s.var, inner_ranges, s.kind is ForKind.PARALLEL)
             if found and depth < MAX_VERSION_DEPTH:
                 preds = {}

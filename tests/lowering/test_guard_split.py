@@ -7,6 +7,7 @@ import tecomp as tc
 from tecomp.ir import dtype as dt
 from tecomp.ir.expr import BinOpKind, Const, Load, Var, binary, cast
 from tecomp.ir.loop import Buffer, For, ForKind, IfThenElse, PrimFunc, Store, stmts, verify
+from tecomp.ir.traverse import walk
 from tecomp.lowering import lower_state, version_guards
 from tecomp.workloads.hand_schedules import matmul_schedule
 from tecomp.workloads.reference import ref_conv2d
@@ -149,3 +150,39 @@ def test_random_inlined_paddings_match_the_default_schedule(seed):
     ref = ref_conv2d(a, w, **params)
     np.testing.assert_allclose(kern(a, w), ref, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(kern.emulate(a, w), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_tail_tile_versions_its_whole_vectors_below_unit_loops():
+    """Unit tile loops (extent 1) under a version do not re-version the tail with the same
+    predicate: the version depth is left for the loop that splits the tail tile's whole vectors
+    (columns 96..119 of a 96..143 tile of 130 columns) from its last, partial one."""
+    dag = _matmul(8, 130, 16)
+    C = dag.outputs[0]
+    s = tc.Schedule(dag)
+    i, j = s[C].axes
+    (k,) = s[C].reduce_axes
+    jo, ji = s[C].split(j, factor=48)
+    jo, u1 = s[C].split(jo, factor=1)
+    jo, u2 = s[C].split(jo, factor=1)
+    jo, u3 = s[C].split(jo, factor=1)
+    j2, j3 = s[C].split(ji, factor=24)
+    s[C].reorder(jo, u3, u2, u1, i, k, j2, j3)
+    s[C].vectorize(j3)
+    func = version_guards(lower_state(s.state))
+    verify(func)
+    top = next(x for x in stmts(func.body) if isinstance(x, IfThenElse) and x.else_ is not None)
+    inner = [x for x in stmts(top.else_) if isinstance(x, IfThenElse) and x.else_ is not None]
+    # the version that splits them is at the two-vector loop (j2) of the tail
+    halves = {id(x.var) for x in stmts(top.else_) if isinstance(x, For)
+              and isinstance(x.extent, Const) and x.extent.value == 2}
+    at_j2 = [v for v in inner if any(isinstance(x, Var) and id(x) in halves
+                                     for x in walk(v.cond))]
+    assert at_j2, "the tail tile's whole vectors were not versioned"
+    assert all(_guards_in_vector_loops(v.then) == 0 and _guards_in_vector_loops(v.else_) > 0
+               for v in at_j2)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((8, 16)).astype("float32")
+    b = rng.standard_normal((16, 130)).astype("float32")
+    kern = tc.build(dag, schedule=s)
+    np.testing.assert_allclose(kern(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(kern.emulate(a, b), a @ b, rtol=1e-4, atol=1e-4)
