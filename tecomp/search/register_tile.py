@@ -29,10 +29,10 @@ def register_shapes(lanes: int, registers: int, rows_extent: int, vec_extent: in
     step and keeps it for every row; it does not fold them into the FMAs as memory operands: a
     7x16 tile on AVX2, 14 + 2 + 1 = 17 registers, spilled an accumulator and shuffled the rest
     through register moves every step: a 512^3 matmul ran at 34 GFLOP/s, 6x16 at 112 with the
-    same non-divisible outer tiles),
-    and at least half of the registers accumulators (fewer do not hide the FMA latency) unless
-    the rows are the whole rows extent (a 7x7 layer's 7 columns: no tail); ``nvec * lanes`` not
-    past the vector extent rounded up to a vector, ``rows`` not past the rows extent."""
+    same non-divisible outer tiles), and at least half of the registers accumulators (fewer do
+    not hide the FMA latency) unless the rows are the whole rows extent (a 7x7 layer's 7
+    columns: no tail); ``nvec * lanes`` not past the vector extent rounded up to a vector,
+    ``rows`` not past the rows extent."""
     out = []
     max_nvec = max(1, -(-vec_extent // lanes))
     for nvec in range(1, min(4, max_nvec) + 1):
