@@ -61,7 +61,8 @@ def _workload_args(p, method=True, optional=False):
         p.add_argument("--method", choices=list(CONV_METHODS), default=None,
                        help="conv2d algorithm (conv2d workloads only; default direct; winograd: "
                             "3x3 stride-1 layers only; channels_last: an NCHW convolution "
-                            "computed channels-last between two transposes)")
+                            "computed channels-last between two transposes; blocked: an NCHW "
+                            "convolution in blocks of 16 channels, NCHW[x]c)")
     p.add_argument("--target", default="llvm",
                    help="compilation target (default: llvm, this CPU with its features)")
 

@@ -29,7 +29,7 @@ from .lower_nn import ConvAlgorithm
 from .lowering import Imm, inline_as_literal, lower_node
 
 __all__ = ["Group", "partition", "group_dag", "group_variants", "GroupDAG", "ConvAlgorithm",
-           "winograd_eligible"]
+           "winograd_eligible", "blocked_eligible"]
 
 
 @dataclass
@@ -190,13 +190,24 @@ def winograd_eligible(m: Model, n: Node) -> bool:
             and str(w.dtype) == "float32" and min(ci, co) >= WINOGRAD_MIN_CHANNELS)
 
 
+def blocked_eligible(m: Model, n: Node) -> bool:
+    """Whether convolution ``n`` of ``m`` may run in a blocked channel layout (NCHW[x]c,
+    :mod:`tecomp.ops.blocked`): an NCHW convolution (a model kept in NCHW) with constant weights,
+    whose packing into blocks then runs once, at compile time."""
+    return (n.op is Op.CONV2D and n.inputs[1] in m.constants
+            and n.attrs.get("layout", Layout.NCHW) is Layout.NCHW)
+
+
 def group_variants(m: Model, g: Group) -> list:
     """The ways to compute group ``g``, each a :class:`GroupDAG`: the plain one first, then its
-    convolution by Winograd where :func:`winograd_eligible`. The tuner tunes each as a task of its
-    own; ``compile_model`` runs the one whose best record is fastest."""
+    convolution by Winograd where :func:`winograd_eligible`, then in blocks of channels where
+    :func:`blocked_eligible`. The tuner tunes each as a task of its own; ``compile_model`` runs
+    the one whose best record is fastest."""
     out = [group_dag(m, g)]
     if g.anchor is not None and winograd_eligible(m, g.anchor):
         out.append(group_dag(m, g, ConvAlgorithm.WINOGRAD))
+    if g.anchor is not None and blocked_eligible(m, g.anchor):
+        out.append(group_dag(m, g, ConvAlgorithm.BLOCKED))
     return out
 
 

@@ -23,6 +23,7 @@ class ConvAlgorithm(enum.Enum):
     """How a convolution is computed (the ``method`` of :func:`tecomp.ops.conv2d`)."""
     DIRECT = "direct"
     WINOGRAD = "winograd"
+    BLOCKED = "blocked"  # NCHW[x]c: an NCHW convolution in blocks of channels
 
 
 class PoolKind(enum.Enum):

@@ -5,13 +5,14 @@ from __future__ import annotations
 from .. import ir
 from ..ir.tensor import Tensor
 from . import arguments as chk
+from .blocked import blocked_conv2d
 from .layout import nhwc_to_nchw, pad_to_nhwc
 from .winograd import winograd_applies, winograd_conv2d, winograd_tile
 
 __all__ = ["conv2d", "pad2d", "conv2d_output_shape", "normalize_conv2d_args", "METHODS"]
 
 LAYOUTS = ("NCHW", "NHWC")
-METHODS = ("direct", "implicit_gemm", "winograd", "channels_last")
+METHODS = ("direct", "implicit_gemm", "winograd", "channels_last", "blocked")
 
 
 def _padding4(padding) -> tuple:
@@ -123,7 +124,7 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
     groups : int
         ``C`` and ``O`` must be divisible by it; ``groups == C`` is a depthwise convolution.
     layout : {"NCHW", "NHWC"}
-    method : {"direct", "implicit_gemm", "winograd", "channels_last"}
+    method : {"direct", "implicit_gemm", "winograd", "channels_last", "blocked"}
         ``"direct"``: reduce axes ``(rc, ry, rx)`` (NCHW) or ``(ry, rx, rc)`` (NHWC).
         ``"implicit_gemm"``: one reduce axis ``rk`` of extent ``(C // groups) * KH * KW`` that is
         decomposed into ``(rc, ry, rx)`` (NCHW: ``rk // (KH*KW), rk // KW % KH, rk % KW``; NHWC:
@@ -140,6 +141,12 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
         convolution runs as in NHWC (vectors along the channels, for any width of the image), and
         a last stage transposes the result to NCHW, as the vendor libraries reorder an NCHW
         tensor to their blocked layout and back. For NHWC it is ``"direct"``.
+        ``"blocked"``: for NCHW, the direct convolution in a blocked channel layout, NCHW[x]c
+        (:mod:`tecomp.ops.blocked`): the padding copy writes the input in blocks of 16 (or 8)
+        channels, the OIHW weight is packed into blocks of input and output channels (once, at
+        build time, where it is a constant), the convolution's vector runs along a block of
+        output channels, and a last stage writes the result as NCHW. For NHWC it is
+        ``"direct"``.
     name : str
         Name of the output stage.
 
@@ -204,6 +211,9 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
                             f"{data.dtype}")
         return winograd_conv2d(data, weight, pads, layout, winograd_tile(OH, OW), name)
 
+    if method == "blocked" and layout == "NCHW":
+        return blocked_conv2d(data, weight, pads, (sh, sw), (dh, dw), groups, (OH, OW), name)
+
     OG = O // groups  # output channels per group
 
     def chan(o, rc):
@@ -212,7 +222,7 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
 
     tag = f"conv2d_{layout.lower()}"
     cl = method == "channels_last" and layout == "NCHW"
-    if method in ("direct", "channels_last"):
+    if method in ("direct", "channels_last", "blocked"):  # blocked NHWC: direct
         ry = ir.reduce_axis(KH, name="ry")
         rx = ir.reduce_axis(KW, name="rx")
         rc = ir.reduce_axis(CG, name="rc")

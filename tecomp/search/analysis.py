@@ -67,16 +67,40 @@ def transpose_axes(state: State, sid: int) -> tuple | None:
 
 
 def _transposed_read(s) -> list | None:
-    """The order of the stage's own axes in the indices of a read that permutes them, if any."""
+    """The order of the stage's own axes in the indices of a read that permutes them, if any.
+    An axis that indexes two dimensions (``o // 16`` and ``o % 16``: a blocked layout read back)
+    counts where it is last; ``c0 * 16 + c1`` (a blocked layout written) counts both axes."""
     if s.is_placeholder or s.op.reduce_axes or s.op.is_ragged:
         return None
     pos = {id(a): k for k, a in enumerate(s.op.axes)}
     for x in walk(s.op.body):
-        if not isinstance(x, TensorRead) or not all(_simple_index(i, pos) for i in x.indices):
+        if not isinstance(x, TensorRead):
             continue
-        order = [pos[id(i if isinstance(i, Var) else i.a)] for i in x.indices]
-        if len(set(order)) == len(order) and order != sorted(order):
+        found = [_index_axes(i, pos) for i in x.indices]
+        if any(f is None for f in found):
+            continue
+        flat = [k for f in found for k in f]
+        order = [k for n, k in enumerate(flat) if k not in flat[n + 1:]]
+        if order != sorted(order):
             return order
+    return None
+
+
+def _index_axes(e, pos: dict) -> list | None:
+    """Positions of the axes in index ``e`` if it is simple: an axis plus an optional constant
+    shift, an axis divided or taken modulo by a constant, or ``axis * const + axis``."""
+    if isinstance(e, Var):
+        return [pos[id(e)]] if id(e) in pos else None
+    if not isinstance(e, BinOp):
+        return None
+    if e.op in (BinOpKind.ADD, BinOpKind.SUB) and isinstance(e.b, Const):
+        return _index_axes(e.a, pos) if isinstance(e.a, Var) else None
+    if e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and isinstance(e.b, Const):
+        return _index_axes(e.a, pos) if isinstance(e.a, Var) else None
+    if e.op is BinOpKind.ADD and isinstance(e.a, BinOp) and e.a.op is BinOpKind.MUL \
+            and isinstance(e.a.a, Var) and isinstance(e.a.b, Const) and isinstance(e.b, Var):
+        outer, inner = _index_axes(e.a.a, pos), _index_axes(e.b, pos)
+        return outer + inner if outer and inner else None
     return None
 
 

@@ -90,9 +90,9 @@ def layer_specs(name: str) -> list:
 
 
 def method_applies(spec, method: str) -> bool:
-    """Whether conv ``method`` computes layer ``spec``: direct, implicit GEMM and channels-last
-    every layer (a dense one as a matmul), Winograd the 3x3, stride-1, ungrouped convolutions
-    only."""
+    """Whether conv ``method`` computes layer ``spec``: direct, implicit GEMM, channels-last and
+    blocked every layer (a dense one as a matmul), Winograd the 3x3, stride-1, ungrouped
+    convolutions only."""
     if method != "winograd":
         return True
     return spec[0] == "conv" and winograd_applies((spec[4],) * 2, (spec[5],) * 2, (1, 1), spec[7])
