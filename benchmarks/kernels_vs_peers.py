@@ -23,7 +23,7 @@ from sparse_tuned import tasks as sparse_tasks
 import tecomp as tc
 from tecomp.bench.peak import measure_peak
 from tecomp.bench.peers import skipped
-from tecomp.bench.report import compare_workload, geomean, print_header
+from tecomp.bench.report import compare_workload, geomean, print_header, print_host_check
 from tecomp.testing import workloads as W
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuning_logs")
@@ -75,6 +75,7 @@ def main():
         res = compare_workload(wl, {"tuned": k}, x, name=name, peak=peak, rounds=args.rounds)
         rows.append((label, res))
         sys.stdout.flush()
+    print_host_check(print)  # the host may have changed during the run
     for line in skipped():
         print(f"skipped: {line}")
     print(f"\n{'kernel':<38} {'tecomp ms':>10} {'best peer':<34} {'peer ms':>9} {'ratio':>6} "

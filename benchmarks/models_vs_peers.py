@@ -31,7 +31,7 @@ import tecomp as tc
 from tecomp.bench.peak import measure_peak
 from tecomp.bench.peers import note_skipped, skipped
 from tecomp.bench.protocol import TECOMP, Config
-from tecomp.bench.report import print_header, run_comparison
+from tecomp.bench.report import print_header, print_host_check, run_comparison
 from tecomp.bench.threads import tecomp_threads, thread_counts, torch_threads
 
 MODEL_NAMES = ["resnet50", "mobilenet_v2", "bert_base"]
@@ -130,6 +130,7 @@ def main():
         res = run_comparison(cfgs + ort + torch_configs(module, inputs), ref, flops, peak=None,
                              rounds=args.rounds)
         rows.append((name, res, model.layout.value, log_summary(logs.get(name))))
+    print_host_check(print)  # the host may have changed during the run
     for line in skipped():
         print(f"skipped: {line}")
     print_models_table(rows)

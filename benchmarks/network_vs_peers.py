@@ -29,7 +29,7 @@ import numpy as np
 import tecomp as tc
 from tecomp.bench.peak import measure_bandwidth, measure_peak, roofline_seconds
 from tecomp.bench.peers import skipped
-from tecomp.bench.report import compare_workload, geomean, print_header
+from tecomp.bench.report import compare_workload, geomean, print_header, print_host_check
 from tecomp.workloads.networks import layer_set, layer_weights
 
 
@@ -97,6 +97,7 @@ def main():
         bw = measure_bandwidth(nbytes)
         print(f"bound        {nbytes / 1e6:.2f} MB read at {bw:.1f} GB/s (measured for that size)")
         rows.append((wl0, count, res, nbytes, bw))
+    print_host_check(print)  # the host may have changed during the run
     for line in skipped():
         print(f"skipped: {line}")
     print(f"\n{args.network} batch {args.batch} {args.layout}, fp32: tecomp (best of "

@@ -20,7 +20,11 @@ from ..ir.expr import Const, Load, Var
 from ..ir.loop import Allocate, Buffer, For, ForKind, PrimFunc, Scope, Store, seq
 
 __all__ = ["peak_kernel", "measure_peak", "host_lanes", "bandwidth_kernel", "measure_bandwidth",
-           "roofline_seconds"]
+           "roofline_seconds", "STARVED_SHARE", "core_share", "host_check"]
+
+#: below this share of ``cores x one core's FMA rate``, the all-core rate says that some core was
+#: busy with other work (a shared host): figures timed at all threads are then pessimistic
+STARVED_SHARE = 0.8
 
 
 def host_lanes() -> int:
@@ -75,6 +79,32 @@ def measure_peak(n_threads: int | None = None, lanes: int | None = None) -> floa
         k.run([out])
         best = min(best, time.perf_counter() - t0)
     return flops / best / 1e9
+
+
+def core_share(all_cores: float, one_core: float, n_threads: int) -> float:
+    """The all-core FMA rate as a share of ``n_threads`` times one thread's (1.0: every core was
+    free to this process; 0.5 on two cores: one core's worth)."""
+    if one_core <= 0 or n_threads <= 0:
+        return float("nan")
+    return all_cores / (one_core * n_threads)
+
+
+def host_check(all_cores: float | None = None, n_threads: int | None = None) -> tuple:
+    """``(share, warning)``: :func:`core_share` of the all-core FMA peak (measured unless given)
+    against a one-thread one measured now, and a warning line when it is below
+    :data:`STARVED_SHARE` (``None`` otherwise). On a shared host another tenant may hold a core
+    for minutes; a comparison timed then says little about the multi-threaded figures."""
+    import os
+    n = n_threads or os.cpu_count() or 1
+    if n == 1:
+        return 1.0, None
+    full = all_cores if all_cores is not None else measure_peak(n)
+    share = core_share(full, measure_peak(1), n)
+    if share < STARVED_SHARE:
+        return share, (f"the cores were not all free: {n} threads ran the FMA peak at {share:.0%} "
+                       f"of {n}x one thread's rate; figures at {n} threads are pessimistic, "
+                       f"time again on a quiet host")
+    return share, None
 
 
 def bandwidth_kernel(n_threads: int, nbytes: int, reps: int = 1, lanes: int | None = None,

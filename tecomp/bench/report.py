@@ -10,7 +10,7 @@ import numpy as np
 from .protocol import TECOMP, Comparison, compare
 
 __all__ = ["check_output", "Result", "run_comparison", "compare_workload", "print_header",
-           "geomean"]
+           "print_host_check", "geomean"]
 
 
 def check_output(out, ref, rtol: float = 1e-3) -> tuple:
@@ -63,6 +63,20 @@ def print_header(out=print, peak: float | None = None) -> None:
     warn = blas_env_problem()
     if warn:
         out(f"WARNING      {warn}")
+    if peak:
+        print_host_check(out, peak)
+
+
+def print_host_check(out=print, peak: float | None = None) -> float:
+    """Print how much of the cores this process had (:func:`~tecomp.bench.peak.host_check`; the
+    all-core FMA peak measured unless ``peak`` is given), with a WARNING line when another
+    tenant held some: a long comparison calls it at its start and at its end. Returns the share."""
+    from .peak import host_check
+    share, warn = host_check(peak)
+    out(f"cores free   {share:.0%} (all-core FMA rate against the cores x one thread's)")
+    if warn:
+        out(f"WARNING      {warn}")
+    return share
 
 
 def run_comparison(configs, reference, flops: float, out=print, peak: float | None = None,

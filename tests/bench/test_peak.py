@@ -37,3 +37,22 @@ def test_measured_bandwidth_is_a_positive_rate():
 def test_roofline_is_the_higher_bound():
     assert roofline_seconds(2e9, 1e6, 100.0, 10.0) == pytest.approx(0.02)   # FMA-bound
     assert roofline_seconds(1e6, 1e9, 100.0, 10.0) == pytest.approx(0.1)    # memory-bound
+
+
+def test_core_share_and_the_starved_host_warning(monkeypatch):
+    """Two threads at one thread's FMA rate: half the cores were free, and the check says so; at
+    twice the rate no warning; one core needs no check."""
+    from tecomp.bench import peak as P
+    from tecomp.bench.report import print_host_check
+    assert P.core_share(190.0, 95.0, 2) == pytest.approx(1.0)
+    assert P.core_share(95.0, 95.0, 2) == pytest.approx(0.5)
+    assert np.isnan(P.core_share(1.0, 0.0, 2))
+    monkeypatch.setattr(P, "measure_peak", lambda n=None, lanes=None: 95.0)
+    share, warn = P.host_check(93.0, n_threads=2)
+    assert share == pytest.approx(93.0 / 190.0) and "not all free" in warn
+    assert P.host_check(185.0, n_threads=2) == (pytest.approx(185.0 / 190.0), None)
+    assert P.host_check(50.0, n_threads=1) == (1.0, None)
+    lines = []
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert print_host_check(lines.append, 93.0) == pytest.approx(93.0 / 190.0)
+    assert lines[0].startswith("cores free") and lines[1].startswith("WARNING")
