@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..schedule import Schedule, ScheduleError
 from ..schedule.state import Annotation, ComputeLocation
 
-__all__ = ["random_steps", "sampled_candidates", "sampled_records"]
+__all__ = ["random_steps", "sampled_candidates", "sampled_records", "check_sampled_candidates"]
 
 
 def sampled_candidates(task, n: int, rng):
@@ -24,6 +24,32 @@ def sampled_candidates(task, n: int, rng):
         cand = materialize(task, k, sketches[k], Decisions(), rng)
         if cand is not None:
             yield k, cand
+
+
+def check_sampled_candidates(wl, n: int = 8, seed: int = 5, unfused=(), rtol: float = 1e-4) -> set:
+    """Build ``n`` of the search's candidates of the workload ``wl`` (a
+    ``tecomp.testing.workloads.Workload``) and check each natively and on the loop-IR emulator
+    against its reference on random data; the stages named in ``unfused`` must stay at root or
+    be inlined (never computed inside another stage's tiles). Returns the sketch indices built
+    (at least 4 candidates of at least 2 sketches, or AssertionError)."""
+    import numpy as np
+
+    from ..build import build
+    from ..search.task import SearchTask
+    x = wl.make_inputs(np.random.default_rng(1))
+    ref = wl.reference(x)[0]
+    built, sketches = 0, set()
+    for k, cand in sampled_candidates(SearchTask(wl.dag, "llvm"), n, np.random.default_rng(seed)):
+        for s in cand.state.stages:
+            if s.name in unfused:
+                assert s.location in (ComputeLocation.ROOT, ComputeLocation.INLINE), s.name
+        kern = build(wl.dag, schedule=cand.state)
+        np.testing.assert_allclose(kern(*x), ref, rtol=rtol, atol=rtol)
+        np.testing.assert_allclose(kern.emulate(*x), ref, rtol=rtol, atol=rtol)
+        built += 1
+        sketches.add(k)
+    assert built >= 4 and len(sketches) >= 2, (built, sketches)
+    return sketches
 
 
 def sampled_records(task, costs, rng, draws: int = 100) -> list:

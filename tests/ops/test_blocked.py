@@ -8,10 +8,10 @@ import pytest
 import tecomp as tc
 from tecomp.ir import compute, placeholder
 from tecomp.ops.blocked import channel_block
-from tecomp.schedule.state import ComputeLocation, State
+from tecomp.schedule.state import State
 from tecomp.search.analysis import transpose_axes, transposing_stages
 from tecomp.testing import workloads as W
-from tecomp.testing.random_schedules import sampled_candidates
+from tecomp.testing.random_schedules import check_sampled_candidates
 
 LAYERS = [  # N, C, H, W, O, KH, KW, stride, padding, dilation, groups
     (1, 16, 9, 11, 32, 3, 3, 1, 1, 1, 1),    # blocks of 16 in and out
@@ -52,31 +52,11 @@ def test_the_weight_is_packed_at_build_time():
         k(x, w)
 
 
-def test_nhwc_blocked_is_direct():
-    a = W.conv2d(1, 4, 6, 6, 8, 3, 3, 1, 1, 1, 1, "NHWC", "blocked").dag
-    b = W.conv2d(1, 4, 6, 6, 8, 3, 3, 1, 1, 1, 1, "NHWC", "direct").dag
-    assert a.workload_key == b.workload_key
-
-
 @pytest.mark.parametrize("args", [LAYERS[0], LAYERS[3], LAYERS[4]])
 def test_sampled_candidates_natively_and_emulated(args):
-    """Random candidates of every sketch; the input reorder at root or inlined, never computed
-    inside the convolution's tiles."""
-    wl = W.conv2d(*args, "NCHW", "blocked")
-    x = wl.make_inputs(np.random.default_rng(1))
-    ref = wl.reference(x)[0]
-    task = tc.SearchTask(wl.dag, "llvm")
-    built, sketches = 0, set()
-    for k, cand in sampled_candidates(task, 8, np.random.default_rng(5)):
-        for s in cand.state.stages:
-            if s.name == "conv2d_pad":
-                assert s.location in (ComputeLocation.ROOT, ComputeLocation.INLINE)
-        kern = tc.build(wl.dag, schedule=cand.state)
-        np.testing.assert_allclose(kern(*x), ref, rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(kern.emulate(*x), ref, rtol=1e-4, atol=1e-4)
-        built += 1
-        sketches.add(k)
-    assert built >= 4 and len(sketches) >= 2
+    """Random candidates of every sketch, natively and emulated; the input reorder at root or
+    inlined, never computed inside the convolution's tiles."""
+    check_sampled_candidates(W.conv2d(*args, "NCHW", "blocked"), unfused=("conv2d_pad",))
 
 
 def test_the_reorders_are_layout_changes_tiled_over_both_layouts():
