@@ -6,7 +6,9 @@
 
 For every distinct layer of the layer set (batch 1 unless ``--batch``), each ``--log METHOD=PATH``
 gives the best record of that layer built with that conv method (a method that does not compute a
-layer, Winograd a strided one, is left out there), its weight bound at build time
+layer, Winograd a strided one, is left out there; ``flat``: a 1x1 stride-1 layer computed on its
+image viewed as one row of pixels, called on views of the same arrays), its weight bound at build
+time
 (``tc.build(..., constants=)``: a packed weight is packed once, as in a compiled model, not in
 the timed call); every method's kernel is a
 tecomp configuration (at 1 and 2 threads). Peers, each at 1 and 2 threads: torch eager in NCHW and
@@ -30,7 +32,7 @@ import tecomp as tc
 from tecomp.bench.peak import measure_bandwidth, measure_peak, roofline_seconds
 from tecomp.bench.peers import skipped
 from tecomp.bench.report import compare_workload, geomean, print_header, print_host_check
-from tecomp.workloads.networks import layer_set, layer_weights
+from tecomp.workloads.networks import FLAT, layer_set, layer_specs, layer_weights, method_applies
 
 
 def layer_name(wl) -> str:
@@ -65,28 +67,33 @@ def main():
                     help="a tuning log of the layer set built with conv method METHOD")
     args = ap.parse_args()
     logs = [tuple(s.split("=", 1)) for s in args.log]
-    # by layer name: a method may compute only some layers (winograd: the 3x3 stride-1 ones)
-    sets = {m: {layer_name(wl): wl for wl, _ in layer_set(args.network, batch=args.batch,
-                                                          layout=args.layout, method=m)}
+    # by layer spec: a method may compute only some layers (winograd: the 3x3 stride-1 ones)
+    specs = [sp for sp, _ in layer_specs(args.network)]
+    sets = {m: dict(zip([sp for sp in specs if method_applies(sp, m)],
+                        [wl for wl, _ in layer_set(args.network, batch=args.batch,
+                                                   layout=args.layout, method=m)]))
             for m, _ in logs}
     base = layer_set(args.network, batch=args.batch, layout=args.layout)
     peak = measure_peak()
     print_header(print, peak)
     rows = []
-    for i, (wl0, count) in enumerate(base):
+    for i, ((wl0, count), spec) in enumerate(zip(base, specs)):
         x = wl0.make_inputs(np.random.default_rng(i))
         kernels = {}
         for method, path in logs:
-            wl = sets[method].get(layer_name(wl0))
+            wl = sets[method].get(spec)
             if wl is None:
                 continue
             # the weights are the network's constants: packed once at build time, as the
             # peers' are (jit.freeze, ORT) and as tc.compile_model does
             consts = {t.name: a for t, a in zip(wl.dag.inputs, x) if t.name in layer_weights(wl)}
             try:
-                kernels[method] = tc.build(wl.dag, log=path, constants=consts)
+                k = tc.build(wl.dag, log=path, constants=consts)
             except LookupError:
                 continue
+            # FLAT: the kernel of the flattened image runs on views of the layer's arrays
+            kernels[method] = tc.ReshapedKernel(k, [wl0.dag.outputs[0].shape]) \
+                if method == FLAT else k
         if not kernels:
             rows.append((wl0, count, None, 0, 0.0))
             continue

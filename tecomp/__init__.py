@@ -23,6 +23,7 @@ from .ir import (
     sum,
     tanh,
 )
+from .kernel_views import ReshapedKernel
 from .lowering import lower
 from .schedule import Schedule, ScheduleError, load_records
 from .target import Target, TargetKind
@@ -49,7 +50,7 @@ def __getattr__(name):
 
 __version__ = "0.1.0"
 
-__all__ = ["ir", "ops", "Kernel", "build", "ComputeDAG", "Tensor", "abs", "cast", "compute",
+__all__ = ["ir", "ops", "Kernel", "ReshapedKernel", "build", "ComputeDAG", "Tensor", "abs", "cast", "compute",
            "compute_csr", "exp", "if_then_else", "log", "max", "maximum", "min", "minimum",
            "placeholder", "reduce_axis", "sigmoid", "sqrt", "sum", "tanh", "lower", "Schedule",
            "ScheduleError", "Target", "load_records", "load",

@@ -25,7 +25,7 @@ import os
 import sys
 import warnings
 
-from ..ops.conv2d import METHODS as CONV_METHODS
+from ..workloads.networks import LAYER_METHODS
 from .common import CliError, one_line, workload_help
 
 __all__ = ["main", "build_parser", "CliError"]
@@ -58,11 +58,13 @@ def _workload_args(p, method=True, optional=False):
                         "repeatable")
     p.add_argument("--dtype", default=None, help="element type (default float32)")
     if method:
-        p.add_argument("--method", choices=list(CONV_METHODS), default=None,
+        p.add_argument("--method", choices=list(LAYER_METHODS), default=None,
                        help="conv2d algorithm (conv2d workloads only; default direct; winograd: "
                             "3x3 stride-1 layers only; channels_last: an NCHW convolution "
                             "computed channels-last between two transposes; blocked: an NCHW "
-                            "convolution in blocks of 16 channels, NCHW[x]c)")
+                            "convolution in blocks of 16 channels, NCHW[x]c; flat, with "
+                            "--network only: the 1x1 stride-1 unpadded layers, each computed on "
+                            "its image viewed as one row of H*W pixels)")
     p.add_argument("--target", default="llvm",
                    help="compilation target (default: llvm, this CPU with its features)")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 import re
 
+from ..ops.conv2d import METHODS as CONV_METHODS
+
 
 class CliError(Exception):
     """An error the CLI reports as one line on stderr, exiting with ``code``."""
@@ -89,6 +91,9 @@ def make_workload(args):
     if method:
         if "method" not in known:
             raise CliError(f"--method applies to the conv2d workloads, not {name}", code=2)
+        if method not in CONV_METHODS:
+            raise CliError(f"--method {method} applies to a --network's layer set only; a "
+                           f"conv2d workload takes {', '.join(CONV_METHODS)}", code=2)
         kw["method"] = method
     required = [p for p, has_default in params if not has_default]
     missing = [p for p in required if p not in kw]

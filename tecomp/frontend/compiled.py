@@ -22,6 +22,7 @@ import numpy as np
 
 from ..build import build
 from ..codegen.memory import aligned_empty
+from ..kernel_views import ReshapedKernel
 from ..target import Target, TargetKind
 from .fusion import group_variants, partition
 from .graph import Model, ModelError, Op
@@ -134,7 +135,7 @@ class CompiledModel:
         """Run ``kernel`` (built from ``schedule``, for the same DAG and constants) as step
         ``index`` from the next call on (:mod:`.in_place` times a layer's candidates this way)."""
         st = self.steps[index]
-        st.kernel = kernel
+        st.kernel = fit_kernel(kernel, self.slot_specs[st.out][0])  # a variant's own shapes
         if schedule is not None:
             st.schedule = schedule
         self._calls = None  # prepared again on the next call
@@ -252,6 +253,7 @@ def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) 
                 size = model.values[n.inputs[0]].shape[n.attrs["axis"]]
                 checks.append((slot_of[n.inputs[1]], size, n.describe()))
         out = new_slot(g.output)
+        kernel = fit_kernel(kernel, specs[out][0])
         steps.append(Step(kernel, args, out, gd.name, checks, sched, gd.constants))
     out_slots = []
     for name in model.outputs:
@@ -269,6 +271,15 @@ def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) 
     inputs = [(n, model.values[n].shape, model.values[n].dtype) for n in model.inputs]
     return CompiledModel(model.name, target, inputs, model.outputs, steps, specs,
                          [slot_of[n] for n in model.inputs], out_slots, untuned, context)
+
+
+def fit_kernel(kernel, out_shape):
+    """``kernel`` as a step runs it, on buffers of the model's shapes: wrapped in a
+    :class:`~tecomp.ReshapedKernel` where its DAG's output has another shape of the same size (a
+    FLAT variant computes on the flattened image, :mod:`.flat`), else itself."""
+    if tuple(kernel.dag.outputs[0].shape) == tuple(out_shape):
+        return kernel
+    return ReshapedKernel(kernel, [tuple(out_shape)])
 
 
 def model_context(gds: list) -> str:

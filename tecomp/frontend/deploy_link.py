@@ -4,6 +4,7 @@ every step's slots, arguments and bound arrays checked against the kernel's para
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 
@@ -102,12 +103,17 @@ def _same(a_shape, a_dtype, t) -> bool:
     return tuple(a_shape) == tuple(t.shape) and np.dtype(a_dtype) == t.dtype.np
 
 
+def _viewable(a_shape, a_dtype, t) -> bool:
+    """Whether an array of ``a_shape`` can be passed as a view of the shape of ``t``."""
+    return math.prod(a_shape) == math.prod(t.shape) and np.dtype(a_dtype) == t.dtype.np
+
+
 def link_model(dirpath: str, m: dict, check_target: bool = True):
     from ..build import Kernel
     from ..codegen import objects, threadpool
     from ..deploy.manifest import read_export_file
     from ..target import Target, TargetKind
-    from .compiled import CompiledModel, Step
+    from .compiled import CompiledModel, Step, fit_kernel
     if check_target:
         _check_host(m["host"], dirpath)
     parallel = any(kd["parallel"] for kd in m["kernels"])
@@ -150,7 +156,9 @@ def link_model(dirpath: str, m: dict, check_target: bool = True):
                 raise ValueError(f"{where}: an array of {a.dtype}{list(a.shape)} stands for "
                                  f"'{t.name}' of {t.dtype}{list(t.shape)}")
         for s, t in zip(st["args"] + [st["out"]], free + list(dag.outputs)):
-            if not _same(*slots[s], t):
+            # a FLAT step's kernel reads its slots as views of another shape: same dtype, same
+            # number of elements (compiled.fit_kernel wraps it below)
+            if not _viewable(*slots[s], t):
                 raise ValueError(f"{where}: slot {s} ({slots[s][1]}{list(slots[s][0])}) does not "
                                  f"fit '{t.name}' ({t.dtype}{list(t.shape)})")
         for s, _, _ in st["gather_checks"]:
@@ -165,7 +173,8 @@ def link_model(dirpath: str, m: dict, check_target: bool = True):
               for kd, (_, split, obj) in zip(m["kernels"], programs)]
     steps = []
     for st, dag, split, consts, bound in steps_data:
-        kernel = Kernel(dag, target, split.main, linked[st["kernel"]], bound=(consts, bound))
+        kernel = fit_kernel(Kernel(dag, target, split.main, linked[st["kernel"]],
+                                   bound=(consts, bound)), slots[st["out"]][0])
         steps.append(Step(kernel, list(st["args"]), st["out"], st["name"],
                           [tuple(g) for g in st["gather_checks"]]))
     inputs = [(i["name"], tuple(i["shape"]), np.dtype(i["dtype"])) for i in m["inputs"]]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import ir
 from ..ops.winograd import winograd_applies
+from .flat import flat_eligible, flat_shapes
 from .graph import Layout, Model, Node, Op, Pattern
 from .lower_nn import ConvAlgorithm
 from .lowering import Imm, inline_as_literal, lower_node
@@ -201,13 +202,16 @@ def blocked_eligible(m: Model, n: Node) -> bool:
 def group_variants(m: Model, g: Group) -> list:
     """The ways to compute group ``g``, each a :class:`GroupDAG`: the plain one first, then its
     convolution by Winograd where :func:`winograd_eligible`, then in blocks of channels where
-    :func:`blocked_eligible`. The tuner tunes each as a task of its own; ``compile_model`` runs
-    the one whose best record is fastest."""
+    :func:`blocked_eligible`, then on the flattened image where :func:`~.flat.flat_eligible`
+    (its kernel runs on views of the model's buffers). The tuner tunes each as a task of its
+    own; ``compile_model`` runs the one whose best record is fastest."""
     out = [group_dag(m, g)]
     if g.anchor is not None and winograd_eligible(m, g.anchor):
         out.append(group_dag(m, g, ConvAlgorithm.WINOGRAD))
     if g.anchor is not None and blocked_eligible(m, g.anchor):
         out.append(group_dag(m, g, ConvAlgorithm.BLOCKED))
+    if flat_eligible(m, g):
+        out.append(group_dag(m, g, ConvAlgorithm.FLAT))
     return out
 
 
@@ -226,9 +230,10 @@ def group_dag(m: Model, g: Group, algorithm: ConvAlgorithm = ConvAlgorithm.DIREC
             elif not inline_as_literal(n, k, c):
                 consts.append(i)
     phs = {}
+    shapes = flat_shapes(m, g, runtime) if algorithm is ConvAlgorithm.FLAT else {}
     for k, name in enumerate(runtime):
         v = m.values[name]
-        phs[name] = ir.placeholder(v.shape, v.dtype, name=f"in{k}")
+        phs[name] = ir.placeholder(shapes.get(name, v.shape), v.dtype, name=f"in{k}")
     for k, name in enumerate(consts):
         v = m.values[name]
         phs[name] = ir.placeholder(v.shape, v.dtype, name=f"w{k}")

@@ -24,6 +24,7 @@ class ConvAlgorithm(enum.Enum):
     DIRECT = "direct"
     WINOGRAD = "winograd"
     BLOCKED = "blocked"  # NCHW[x]c: an NCHW convolution in blocks of channels
+    FLAT = "flat"  # a 1x1 stride-1 one on the image viewed as one row of pixels (flat.py)
 
 
 class PoolKind(enum.Enum):
@@ -35,6 +36,8 @@ def _conv2d(ops_: list, attrs: dict, name: str) -> Tensor:
     x, w = ops_[0], ops_[1]
     layout = attrs.get("layout", Layout.NCHW)  # NHWC: weight HWIO (the layout pass made it)
     method = attrs.get("algorithm", ConvAlgorithm.DIRECT)  # a variant of the group (fusion.py)
+    if method is ConvAlgorithm.FLAT:  # x is already the flattened view: a direct convolution
+        method = ConvAlgorithm.DIRECT
     out = ops.conv2d(x, w, stride=attrs["strides"], padding=attrs["pads"],
                      dilation=attrs["dilations"], groups=attrs["groups"], layout=layout.value,
                      method=method.value, name=name)

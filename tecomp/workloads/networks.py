@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from ..ops.conv2d import METHODS
 from ..ops.winograd import winograd_applies
 from . import builders as W
 
 __all__ = ["layer_specs", "layer_set", "layer_weights", "conv_specs", "conv_kind", "conv_layer",
-           "small_size", "method_applies", "NETWORKS"]
+           "small_size", "method_applies", "flat_applies", "NETWORKS", "FLAT", "LAYER_METHODS"]
+
+#: a network-level method beside the conv2d ones: a 1x1, stride-1, unpadded convolution computed
+#: on its image viewed as one row of ``H * W`` pixels, ``(N, C, 1, H*W)`` (NCHW) or
+#: ``(N, 1, H*W, C)`` (NHWC): the same bytes, so a caller passes reshaped views
+#: (:class:`tecomp.ReshapedKernel`). Its pixel axis then tiles and vectorizes across row ends:
+#: a 28-, 14- or 7-pixel row otherwise leaves a vector tail per row.
+FLAT = "flat"
+#: the methods a network's layer set may be built with (``tecomp tune --network --method``)
+LAYER_METHODS = METHODS + (FLAT,)
 
 
 def _conv(layers, C, H, O, k, s, p, groups=1):
@@ -89,10 +99,17 @@ def layer_specs(name: str) -> list:
         raise ValueError(f"unknown network {name!r}; known: {', '.join(NETWORKS)}") from None
 
 
+def flat_applies(spec) -> bool:
+    """Whether layer ``spec`` is a 1x1, stride-1, unpadded convolution (:data:`FLAT`)."""
+    return spec[0] == "conv" and spec[4] == 1 and spec[5] == 1 and spec[6] == 0
+
+
 def method_applies(spec, method: str) -> bool:
     """Whether conv ``method`` computes layer ``spec``: direct, implicit GEMM, channels-last and
     blocked every layer (a dense one as a matmul), Winograd the 3x3, stride-1, ungrouped
-    convolutions only."""
+    convolutions only, :data:`FLAT` the 1x1, stride-1, unpadded ones."""
+    if method == FLAT:
+        return flat_applies(spec)
     if method != "winograd":
         return True
     return spec[0] == "conv" and winograd_applies((spec[4],) * 2, (spec[5],) * 2, (1, 1), spec[7])
@@ -100,7 +117,9 @@ def method_applies(spec, method: str) -> bool:
 
 def layer_set(name: str, batch: int = 1, layout: str = "NHWC", method: str = "direct") -> list:
     """``[(Workload, count), ...]`` of the network's distinct layers that ``method`` computes
-    (:func:`method_applies`: all of them, except for ``"winograd"``)."""
+    (:func:`method_applies`: all of them, except for ``"winograd"`` and :data:`FLAT`; a
+    :data:`FLAT` workload is the direct convolution of the flattened image, ``H = 1``,
+    ``W = H * W``)."""
     out = []
     for spec, count in layer_specs(name):
         if not method_applies(spec, method):
@@ -110,7 +129,10 @@ def layer_set(name: str, batch: int = 1, layout: str = "NHWC", method: str = "di
             wl = W.matmul(batch, O, K)
         else:
             _, C, H, O, k, s, p, g = spec
-            wl = W.conv2d(batch, C, H, H, O, k, k, s, p, 1, g, layout, method)
+            if method == FLAT:
+                wl = W.conv2d(batch, C, 1, H * H, O, 1, 1, 1, 0, 1, g, layout, "direct")
+            else:
+                wl = W.conv2d(batch, C, H, H, O, k, k, s, p, 1, g, layout, method)
         out.append((wl, count))
     return out
 

@@ -307,6 +307,8 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path):
     (["tune", "--network", "resnet18", "--layers", "3-x"], 2, "not a layer number"),
     (["tune", "--network", "resnet18", "--layers", "5-2"], 2, "outside"),
     (["tune", "matmul", "--shape", "8", "8", "8", "--layers", "1"], 2, "not of a WORKLOAD"),
+    (["tune", "conv2d_nchw", "--shape", "1", "4", "8", "8", "4", "1", "1", "--method", "flat"], 2,
+     "a --network's layer set only"),
 ])
 def test_errors_are_one_line_and_a_nonzero_exit(tmp_path, args, code, words):
     p = tecomp(*args, cwd=tmp_path)
