@@ -68,8 +68,7 @@ class ReshapedKernel:
     def _inputs(self, inputs) -> list:
         if len(inputs) != len(self._free):
             raise TypeError(f"kernel takes {len(self._free)} inputs, got {len(inputs)}")
-        return [_view(np.asarray(a) if not hasattr(a, "shape") else a, s, f"input {k}")
-                for k, (a, s) in enumerate(zip(inputs, self._free))]
+        return [_view(np.asarray(a), s, f"input {k}") for k, (a, s) in enumerate(zip(inputs, self._free))]
 
     def _outputs(self, out) -> list:
         outs = list(out) if isinstance(out, (tuple, list)) else [out]

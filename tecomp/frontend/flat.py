@@ -37,15 +37,15 @@ def flat_eligible(m: Model, g) -> bool:
     if n.inputs[0] in m.constants or n.inputs[1] not in m.constants:
         return False
     layout = n.attrs.get("layout", Layout.NCHW)
+    h, wd = _spatial(layout)
     w = m.values[n.inputs[1]].shape
     k = (w[0], w[1]) if layout is Layout.NHWC else (w[2], w[3])
     if k != (1, 1) or tuple(n.attrs["strides"]) != (1, 1) or any(n.attrs["pads"]):
         return False
     out = m.values[n.output].shape
-    if len(out) != 4 or out[_spatial(layout)[0]] * out[_spatial(layout)[1]] <= 1:
+    if len(out) != 4 or out[h] * out[wd] <= 1:
         return False
     made = {x.output for x in g.nodes}
-    h, wd = _spatial(layout)
     for x in g.nodes[1:]:
         if x.op.pattern is not Pattern.ELEMWISE:
             return False
