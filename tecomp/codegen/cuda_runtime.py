@@ -50,7 +50,8 @@ class DeviceArray:
 
     def __init__(self, ptr: int, shape, dtype, *, owner=None, readonly=False, _owning=False):
         self._ptr, self.shape, self.dtype = int(ptr), tuple(int(s) for s in shape), np.dtype(dtype)
-        self.readonly, self._owner = readonly, owner
+        self.readonly, self._owner, self._owns = readonly, owner, bool(_owning)
+        # an empty array owns no allocation (cuMemAlloc(0) fails) but is still no view
         self._fin = weakref.finalize(self, _free, self._ptr) if _owning and self._ptr else None
         if self._fin is not None:
             self._fin.atexit = False  # the driver may be torn down already at exit
@@ -88,7 +89,7 @@ class DeviceArray:
 
     @property
     def owning(self) -> bool:
-        return self._fin is not None
+        return self._owns
 
     def copy_from_numpy(self, a) -> None:
         """Upload ``a`` (same shape and dtype) into this array."""
