@@ -44,12 +44,19 @@ from ..ir.loop import (
 )
 from ..ir.traverse import walk
 from .llvm_expr import I32, I64, PTR, VOID, ident, reg_type
-from .threadpool import DYNAMIC_ENTRY, ENTRY, MAX_THREADS, default_num_threads, loaded, runtime
+from .threadpool import (
+    BALANCE_GRAIN,
+    DYNAMIC_ENTRY,
+    ENTRY,
+    MAX_THREADS,
+    default_num_threads,
+    loaded,
+    runtime,
+)
 
 __all__ = ["emit_parallel", "parallel_schedule", "captures", "set_num_threads", "get_num_threads",
-           "default_num_threads",
-           "set_spin_time", "shutdown", "stats", "set_scratch_cache", "scratch_stats", "ENTRY",
-           "DYNAMIC_ENTRY"]
+           "default_num_threads", "set_spin_time", "set_balance", "get_balance", "shutdown", "stats",
+           "set_scratch_cache", "scratch_stats", "ENTRY", "DYNAMIC_ENTRY", "BALANCE_GRAIN"]
 
 
 # ----------------------------------------------------------------------------- the pool's settings
@@ -90,6 +97,32 @@ def set_spin_time(seconds: float) -> None:
     rt = runtime()
     rt.spin = float(seconds)
     rt.push()
+
+
+def set_balance(grain: int) -> None:
+    """How a static parallel loop's iterations are divided among the threads.
+
+    Parameters
+    ----------
+    grain : int
+        0: one equal contiguous chunk per thread. ``g >= 1`` (default
+        :data:`~.threadpool.BALANCE_GRAIN`): about ``g`` chunks per thread, claimed in order by
+        whichever thread is free, so that a thread whose core runs slower (a busy sibling
+        hyperthread, a vCPU the host preempts) hands its remaining chunks to the others instead of
+        making the whole launch wait for it. Loops with a dynamic schedule pragma keep their own
+        chunk size. A kernel loaded from an export whose runtime predates this setting ignores it.
+    """
+    grain = int(grain)
+    if grain < 0:
+        raise ValueError(f"set_balance: grain must be >= 0, got {grain}")
+    rt = runtime()
+    rt.grain = grain if rt.set_grain else 0
+    rt.push()
+
+
+def get_balance() -> int:
+    """The current :func:`set_balance` grain (0 where the loaded runtime cannot balance)."""
+    return runtime().grain
 
 
 def stats() -> dict:

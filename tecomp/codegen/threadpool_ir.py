@@ -1,6 +1,7 @@
 """The thread pool's LLVM IR (:mod:`.threadpool` explains its design): a format string with the
-pool size ``MAXT``, the futex syscall number ``SYS_FUTEX``, the spin-wait hint ``PAUSE`` and the two
-entry names ``ENTRY`` and ``DYNAMIC_ENTRY``, which :func:`.threadpool._source` fills in."""
+pool size ``MAXT``, the default chunks per thread of a static loop ``GRAIN``, the futex syscall
+number ``SYS_FUTEX``, the spin-wait hint ``PAUSE`` and the two entry names ``ENTRY`` and
+``DYNAMIC_ENTRY``, which :func:`.threadpool._source` fills in."""
 
 IR = r"""
 @rt_workers = internal global [{MAXT} x [16 x i32]] zeroinitializer, align 64 ; [w] = go, sleeping
@@ -11,6 +12,7 @@ IR = r"""
 @rt_shutdown = internal global i32 0, align 64
 @rt_closed = internal global i32 0, align 64
 @rt_spin_ns = internal global i64 1000000, align 64
+@rt_grain = internal global i64 {GRAIN}, align 64 ; static loops: chunks per thread (0: one each)
 @rt_chunks_done = internal global i64 0, align 64
 @rt_job_fn = internal global ptr null, align 64
 @rt_job_cl = internal global ptr null, align 8
@@ -202,8 +204,35 @@ out:
   ret i64 %n
 }}
 
+; a static loop: one equal chunk per thread (grain 0), or ``grain`` chunks per thread claimed in
+; order, so that a thread whose core runs slower (a busy sibling hyperthread, a preempted vCPU)
+; leaves its remaining chunks to the others instead of making every thread wait for it
 define void @{ENTRY}(ptr %fn, ptr %cl, i64 %n) {{
+entry:
+  %g = load atomic i64, ptr @rt_grain monotonic, align 8
+  %a32 = load atomic i32, ptr @rt_active monotonic, align 4
+  %a = sext i32 %a32 to i64
+  %plain = icmp slt i64 %g, 1
+  %solo = icmp slt i64 %a, 2
+  %nobal = or i1 %plain, %solo
+  br i1 %nobal, label %even, label %balanced
+even:
   call void @rt_launch(ptr %fn, ptr %cl, i64 %n, i64 0, i64 %n)
+  ret void
+balanced:
+  %parts = mul i64 %a, %g
+  %q = sdiv i64 %n, %parts
+  %tiny = icmp slt i64 %q, 1
+  %chunk = select i1 %tiny, i64 1, i64 %q
+  %c1 = add i64 %n, %chunk
+  %c2 = sub i64 %c1, 1
+  %nchunks = sdiv i64 %c2, %chunk
+  call void @rt_launch(ptr %fn, ptr %cl, i64 %n, i64 %chunk, i64 %nchunks)
+  ret void
+}}
+
+define void @tecomp_pool_set_grain(i64 %grain) {{
+  store atomic i64 %grain, ptr @rt_grain monotonic, align 8
   ret void
 }}
 

@@ -145,3 +145,31 @@ def test_dynamic_kernel_as_object_code_links_to_the_pool():
     b = np.zeros(n, np.float32)
     k.run([a, b])
     np.testing.assert_array_equal(b, a * np.float32(3))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 64, 1001])
+@pytest.mark.parametrize("grain", [0, 1, 3, 8, 1000])
+def test_balanced_static_launch_runs_every_iteration_once(threads, n, grain):
+    """A static loop under set_balance(g) is claimed in about g chunks per thread; any grain (0:
+    equal chunks; more chunks than iterations) runs each iteration exactly once."""
+    k, size = _counting_kernel(n, (), begin=2)
+    assert f'@"{P.ENTRY}"(' in k.source_unoptimized
+    old = P.get_balance()
+    try:
+        P.set_balance(grain)
+        assert P.get_balance() == grain
+        for _ in range(3):  # the claim counter is reset per launch
+            a = RNG.standard_normal(size).astype(np.float32)
+            b = RNG.standard_normal(size).astype(np.float32)
+            ref = b.copy()
+            ref[2:2 + n] += a[2:2 + n] * np.float32(2)
+            k.run([a, b])
+            np.testing.assert_array_equal(b, ref)
+    finally:
+        P.set_balance(old)
+
+
+def test_set_balance_validates():
+    assert P.get_balance() == P.BALANCE_GRAIN  # the default of a JIT-compiled runtime
+    with pytest.raises(ValueError, match="grain must be >= 0"):
+        P.set_balance(-1)
