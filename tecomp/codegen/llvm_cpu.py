@@ -373,7 +373,8 @@ class CompiledCPU:
 
     def bind(self, arrays: list):
         """A zero-argument callable that runs the kernel on ``arrays`` (as :meth:`run`) with their
-        addresses taken once; it keeps the arrays alive."""
+        addresses taken once; it keeps the arrays and this compiled code alive (a kernel dropped
+        by its caller while the callable lives must not take the machine code with it)."""
         if len(arrays) != len(self.func.params):
             raise ValueError(f"{self.func.name} takes {len(self.func.params)} arrays, "
                              f"got {len(arrays)}")
@@ -385,6 +386,7 @@ class CompiledCPU:
             if flag is not None and flag.value:
                 flag.raise_error(func)
         call.arrays = keep
+        call.compiled = self  # the engine that owns the code cfunc points into
         return call
 
     def assembly(self) -> str:

@@ -129,3 +129,26 @@ def test_a_prepared_call_validates_index_data_on_every_call():
         call()
     with pytest.raises(ValueError, match="shape"):
         k.prepared_call([X16, np.zeros(3, np.int32)], out)
+
+
+def test_a_prepared_call_outlives_its_kernel():
+    """The callable keeps the machine code alive: a kernel built uncached (or evicted) and
+    dropped by its caller, with weights bound at build time, still runs through it (it used to
+    call freed code: a segfault)."""
+    import gc
+    X = tc.placeholder((64, 32), "float32", "X")
+    W = tc.placeholder((32, 16), "float32", "W")
+    dag = tc.ComputeDAG([X, W, tc.ops.matmul(X, W)])
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    w = rng.standard_normal((32, 16)).astype(np.float32)
+    out = np.zeros((64, 16), np.float32)
+    calls = [tc.build(dag, cache=False).prepared_call([x, w], out),
+             tc.build(dag, cache=False, constants={"W": w}).prepared_call([x], out)]
+    for _ in range(3):
+        gc.collect()
+    for call in calls:
+        out[:] = 0
+        for _ in range(3):
+            call()
+        np.testing.assert_allclose(out, x @ w, rtol=1e-4, atol=1e-4)
