@@ -221,13 +221,8 @@ even:
   ret void
 balanced:
   %parts = mul i64 %a, %g
-  %q = sdiv i64 %n, %parts
-  %tiny = icmp slt i64 %q, 1
-  %chunk = select i1 %tiny, i64 1, i64 %q
-  %c1 = add i64 %n, %chunk
-  %c2 = sub i64 %c1, 1
-  %nchunks = sdiv i64 %c2, %chunk
-  call void @rt_launch(ptr %fn, ptr %cl, i64 %n, i64 %chunk, i64 %nchunks)
+  %q = sdiv i64 %n, %parts  ; the dynamic entry takes a chunk under 1 as 1
+  call void @{DYNAMIC_ENTRY}(ptr %fn, ptr %cl, i64 %n, i64 %q)
   ret void
 }}
 

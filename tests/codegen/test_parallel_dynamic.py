@@ -41,18 +41,23 @@ def _counting_kernel(n, pragmas, begin=0):
                                                     pragmas=pragmas))), size
 
 
+def _check_counting(k, size, begin, n):
+    """Run a :func:`_counting_kernel` on random data: each of its iterations ran exactly once."""
+    a = RNG.standard_normal(size).astype(np.float32)
+    b = RNG.standard_normal(size).astype(np.float32)
+    ref = b.copy()
+    ref[begin:begin + n] += a[begin:begin + n] * np.float32(2)
+    k.run([a, b])
+    np.testing.assert_array_equal(b, ref)
+
+
 @pytest.mark.parametrize("n", [0, 1, 2, 5, 1000, 4099])
 @pytest.mark.parametrize("chunk", [1, 3, 64, 5000])
 def test_dynamic_runs_every_iteration_once(threads, n, chunk):
     k, size = _counting_kernel(n, DYN + ((PRAGMA_PARALLEL_CHUNK, chunk),), begin=3)
     assert f'@"{P.DYNAMIC_ENTRY}"' in k.source_unoptimized
     assert f'@"{P.ENTRY}"(' not in k.source_unoptimized
-    a = RNG.standard_normal(size).astype(np.float32)
-    b = RNG.standard_normal(size).astype(np.float32)
-    ref = b.copy()
-    ref[3:3 + n] += a[3:3 + n] * np.float32(2)
-    k.run([a, b])
-    np.testing.assert_array_equal(b, ref)
+    _check_counting(k, size, 3, n)
 
 
 def test_static_and_dynamic_launches_interleave():
@@ -159,12 +164,7 @@ def test_balanced_static_launch_runs_every_iteration_once(threads, n, grain):
         P.set_balance(grain)
         assert P.get_balance() == grain
         for _ in range(3):  # the claim counter is reset per launch
-            a = RNG.standard_normal(size).astype(np.float32)
-            b = RNG.standard_normal(size).astype(np.float32)
-            ref = b.copy()
-            ref[2:2 + n] += a[2:2 + n] * np.float32(2)
-            k.run([a, b])
-            np.testing.assert_array_equal(b, ref)
+            _check_counting(k, size, 2, n)
     finally:
         P.set_balance(old)
 
