@@ -15,6 +15,7 @@ import re
 import llvmlite.ir as ir
 
 from ..ir import dtype as dt
+from ..ir.arith import merge_fused_dims
 from ..ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, UnOp, UnOpKind, Var
 from ..ir.loop import Buffer, PrimFunc
 from ..ir.traverse import walk
@@ -119,7 +120,7 @@ class ExprEmitter:
         if strides is None:  # kept alive: the expression cache is keyed by node identity
             strides = self.strides[buf] = buf.strides
         flat = None
-        for ix, st in zip(indices, strides):
+        for ix, st in merge_fused_dims(indices, strides):
             v = self.int_to(self.expr(ix), ix.dtype, I64)
             if isinstance(st, Expr):
                 v = self.b.mul(v, self.int_to(self.expr(st), st.dtype, I64), flags=["nsw"])

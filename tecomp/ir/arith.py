@@ -12,7 +12,7 @@ from .expr import BinOp, BinOpKind, Cast, Const, Expr, UnOp, UnOpKind, Var, bina
 from .interval import interval
 from .traverse import simplify, structural_key
 
-__all__ = ["Linear", "to_linear", "from_linear", "simplify_index", "bound"]
+__all__ = ["Linear", "to_linear", "from_linear", "simplify_index", "bound", "merge_fused_dims"]
 
 
 class Linear:
@@ -146,6 +146,30 @@ def _nested_divmod(op, r: Linear, c: int, ranges):
             return to_linear(binary(BinOpKind.FLOORDIV, xe, c // m), ranges)
         return to_linear(binary(BinOpKind.MOD, xe, c // m), ranges).scale(m).add(y)
     return None
+
+
+def merge_fused_dims(indices, strides) -> list:
+    """``[(index, stride)]`` of a row-major access with each pair of adjacent dimensions indexed
+    ``(A // c, A % c)`` whose strides are ``c * s`` and ``s`` merged into ``(A, s)``: the same
+    address (floor division and modulo recombine exactly), affine in ``A``. Loops fused before
+    they were tiled index a buffer so (the rows of an NHWC image run as one pixel axis); summed
+    per dimension, LLVM could not tell two rows of a register tile apart, and kept every
+    accumulator in memory."""
+    out, d = [], 0
+    while d < len(indices):
+        if d + 1 < len(indices):
+            a, b = indices[d], indices[d + 1]
+            sa, sb = strides[d], strides[d + 1]
+            if (isinstance(a, BinOp) and a.op is BinOpKind.FLOORDIV and isinstance(b, BinOp)
+                    and b.op is BinOpKind.MOD and isinstance(a.b, Const) and isinstance(b.b, Const)
+                    and a.b.value == b.b.value > 0 and isinstance(sa, int) and isinstance(sb, int)
+                    and sa == a.b.value * sb and _key(a.a) == _key(b.a)):
+                out.append((a.a, sb))
+                d += 2
+                continue
+        out.append((indices[d], strides[d]))
+        d += 1
+    return out
 
 
 def from_linear(lin: Linear) -> Expr:

@@ -16,7 +16,7 @@ from ..schedule.state import ComputeLocation, ScheduleError, State
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
            "fusion_target", "shared_loops", "is_tiled", "spatial_size", "reduce_size", "small_reduction",
            "has_data_dependent_loops", "inner_axis_alternatives", "recomputed_at", "phase_axes",
-           "constant_stages", "transposing_stages", "transpose_axes"]
+           "constant_stages", "transposing_stages", "transpose_axes", "row_fusion"]
 
 
 def is_output(state: State, sid: int) -> bool:
@@ -223,6 +223,33 @@ def small_reduction(state: State, sid: int) -> bool:
     axes = state.stages[sid].op.reduce_axes
     return bool(axes) and all(a.const_extent for a in axes) \
         and reduce_size(state, sid) <= SMALL_REDUCTION
+
+
+#: a row loop shorter than this is fused with the loop outside it (:func:`row_fusion`)
+SHORT_ROW = 16
+
+
+def row_fusion(state: State, sid: int, vector: str | None = None) -> tuple | None:
+    """Positions of two adjacent spatial loops worth fusing into one before the stage is tiled,
+    or None: the last two spatial loops other than the vector axis (``vector``, else the last
+    one), each of more than one point, the inner one short (under :data:`SHORT_ROW`: a conv's 7-
+    or 14-pixel output rows, in NHWC, or in NCHW with the vector along the output channels), the
+    vector axis at least :data:`VECTOR_POINTS` long. A register tile then spans rows: 7 pixels
+    are one 4-row tile and a 3-row tail, 49 fused pixels eight 6-row tiles and one pixel.
+    Unsplit constant loops of a root stage only."""
+    s = state.stages[sid]
+    if s.relations or s.op.is_ragged or has_data_dependent_loops(state, sid):
+        return None
+    sp = [k for k, it in enumerate(s.iters) if it.kind is IterKind.SPATIAL]
+    vec = sp[-1] if vector is None else next((k for k in sp if s.iters[k].name == vector), None)
+    rest = [k for k in sp if k != vec]
+    if vec is None or len(rest) < 2 or (s.iters[vec].const_extent or 0) < VECTOR_POINTS:
+        return None
+    a, b = rest[-2], rest[-1]
+    ea, eb = s.iters[a].const_extent or 0, s.iters[b].const_extent or 0
+    if b != a + 1 or ea < 2 or not 2 <= eb < SHORT_ROW:
+        return None
+    return (a, b)
 
 
 def has_data_dependent_loops(state: State, sid: int) -> bool:

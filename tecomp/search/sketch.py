@@ -211,18 +211,39 @@ class MultiLevelTilingWithFusion(SketchRule):
         # a local accumulator may also carry its vector along another axis (NCHW conv: the
         # output channels) when the last one vectorizes badly
         phases = an.phase_axes(p.state, sid)
-        for inner in [None, *an.inner_axis_alternatives(p.state, sid)]:
-            for level in (1, 2):
-                q = p.copy()
-                whole, scale = _split_phases(q, sid, phases)
-                axes = [it.name for it in q.state.stages[sid].iters
-                        if it.kind is IterKind.SPATIAL and it.name not in whole]
-                parts = multi_level_tile(q, sid, inner_last=inner, whole=whole)
-                target = follow_tiling(q, cid, parts, axes, level, scale)
-                q.apply(ComputeAtStep(sid, cid, q.state.iter_index(cid, target)))
-                q.tag(f"fuse{level}" + (f"+{inner}-inner" if inner else ""))
-                out.append((q, sid - 1))
+        inners = [None, *an.inner_axis_alternatives(p.state, sid)]
+        alts = [(inner, level, None) for inner in inners for level in (1, 2)]
+        # with short rows fused (analysis.row_fusion): computed at the outer tile only, which
+        # may span whole rows; a tile of the fused loop within a row needs a box of two rows
+        for inner in inners if not phases else ():
+            rows = an.row_fusion(p.state, sid, inner)
+            if rows is not None:
+                alts.append((inner, 1, rows))
+        for inner, level, rows in alts:
+            q = p.copy()
+            if rows is not None:  # the same rows fused in the accumulator and its consumer
+                _fuse_rows(q, sid, cid, rows)
+            whole, scale = _split_phases(q, sid, phases)
+            axes = [it.name for it in q.state.stages[sid].iters
+                    if it.kind is IterKind.SPATIAL and it.name not in whole]
+            parts = multi_level_tile(q, sid, inner_last=inner, whole=whole)
+            target = follow_tiling(q, cid, parts, axes, level, scale)
+            q.apply(ComputeAtStep(sid, cid, q.state.iter_index(cid, target)))
+            q.tag(f"fuse{level}" + (f"+{inner}-inner" if inner else "")
+                  + ("+rows" if rows is not None else ""))
+            out.append((q, sid - 1))
         return out
+
+
+def _fuse_rows(p, sid: int, cid: int, rows: tuple) -> None:
+    """Fuse the loops ``rows`` of the accumulator ``sid`` and the same axes of its elementwise
+    consumer ``cid`` (:func:`analysis.row_fusion`)."""
+    names = [p.state.stages[sid].iters[k].name for k in rows]
+    p.apply(FuseStep(sid, rows))
+    c = p.state.stages[cid]
+    sp = [it.name for it in c.iters if it.kind is IterKind.SPATIAL]
+    mine = [it.name for it in p.state.stages[sid].op.axes]
+    p.apply(FuseStep(cid, tuple(p.state.iter_index(cid, sp[mine.index(n)]) for n in names)))
 
 
 class MultiLevelTiling(SketchRule):

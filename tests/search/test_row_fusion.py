@@ -1,0 +1,113 @@
+"""Short output rows fused before tiling (``analysis.row_fusion``, the ``+rows`` sketches) and
+the address merge that keeps their register tiles in registers (``arith.merge_fused_dims``)."""
+import re
+
+import numpy as np
+import pytest
+
+import tecomp as tc
+from tecomp.ir import dtype as dt
+from tecomp.ir.arith import merge_fused_dims
+from tecomp.ir.expr import BinOpKind, Var, binary
+from tecomp.ir.loop import Scope
+from tecomp.search import analysis as an
+from tecomp.search.target_search import generate_sketches, materialize
+from tecomp.search.task import SearchTask
+from tecomp.testing import workloads as W
+
+
+def _conv(layout, size, stride=1, method="direct", C=16, O=32, k=3):
+    return W.conv2d(1, C, size, size, O, k, k, stride, k // 2, 1, 1, layout, method)
+
+
+def _rows(wl):
+    return [(i, s) for i, s in enumerate(generate_sketches(SearchTask(wl.dag)))
+            if s.name.endswith("+rows")]
+
+
+def test_merge_fused_dims():
+    f = Var("f", dt.INDEX)
+    g = Var("g", dt.INDEX)
+    div, mod = binary(BinOpKind.FLOORDIV, f, 7), binary(BinOpKind.MOD, f, 7)
+    # (n, f // 7, f % 7, o) row-major over (1, 7, 7, 32): the pixel pair is f with stride 32
+    out = merge_fused_dims((g, div, mod, g), (7 * 7 * 32, 7 * 32, 32, 1))
+    assert [(e is f or e is g, s) for e, s in out] == [(True, 1568), (True, 32), (True, 1)]
+    assert out[1][0] is f
+    # a box wider than the fused row (a padded image: 9 columns) keeps both indices
+    assert len(merge_fused_dims((div, mod), (9 * 32, 32))) == 2
+    # different dividends, or different divisors, keep both
+    assert len(merge_fused_dims((div, binary(BinOpKind.MOD, g, 7)), (7, 1))) == 2
+    assert len(merge_fused_dims((binary(BinOpKind.FLOORDIV, f, 6), mod), (7, 1))) == 2
+
+
+def test_row_fusion_picks_short_rows_outside_the_vector():
+    def rows_of(wl, vector=None):
+        st = SearchTask(wl.dag)
+        state = tc.Schedule(wl.dag).state
+        sid = next(i for i, s in enumerate(state.stages) if s.op is wl.dag.outputs[0].op)
+        r = an.row_fusion(state, sid, vector)
+        return None if r is None else [state.stages[sid].iters[k].name for k in r], st
+
+    assert rows_of(_conv("NHWC", 7))[0] == ["y", "x"]
+    assert rows_of(_conv("NHWC", 14, 2))[0] == ["y", "x"]  # 7x7 output
+    assert rows_of(_conv("NHWC", 28))[0] is None  # rows long enough
+    assert rows_of(_conv("NCHW", 7))[0] is None  # the 7-wide rows carry the vector
+    assert rows_of(_conv("NCHW", 7), "o")[0] == ["y", "x"]  # the channels carry it
+    assert rows_of(_conv("NHWC", 7, O=8))[0] is None  # too few channels for a vector
+
+
+@pytest.mark.parametrize("layout,size,stride,method", [
+    ("NHWC", 7, 1, "direct"), ("NHWC", 13, 2, "direct"), ("NCHW", 7, 1, "direct"),
+    ("NCHW", 6, 1, "channels_last"), ("NCHW", 7, 1, "blocked")])
+def test_rows_sketches_compute_the_convolution(layout, size, stride, method):
+    wl = _conv(layout, size, stride, method)
+    rows = _rows(wl)
+    assert rows, [s.name for s in generate_sketches(SearchTask(wl.dag))]
+    task = SearchTask(wl.dag)
+    rng = np.random.default_rng(1)
+    x = wl.make_inputs(rng)
+    ref = wl.reference(x)[0]
+    for i, sk in rows:
+        assert "fuse1" in sk.name  # the accumulator only at the outer tile
+        for _ in range(3):
+            c = materialize(task, i, sk, {}, rng)
+            assert c is not None
+            local = next(s for s in c.state.stages if s.scope is Scope.LOCAL)
+            assert any("@" in it.name for it in local.iters), [it.name for it in local.iters]
+            k = tc.build(wl.dag, schedule=tc.Schedule(wl.dag, c.steps), cache=False)
+            np.testing.assert_allclose(k(*x), ref, rtol=1e-3, atol=1e-3)
+
+
+def test_rows_register_tile_stays_in_registers():
+    """A 6x16 tile across the rows of a 7x7 NHWC image: each reduction step loads the weight
+    vectors and broadcasts six pixels, and no accumulator goes through memory."""
+    wl = _conv("NHWC", 7, C=64, O=64)
+    task = SearchTask(wl.dag)
+    (i, sk), = _rows(wl)
+    holes = {h: v for h, v in sk.holes.items() if type(v).__name__ == "TileHole"}
+    n, f, o, ry, rx, rc = sorted(holes)
+    d = {"sketch": sk.name, "tile": {str(n): [1, 1, 1], str(f): [9, 1, 6], str(o): [2, 1, 16],
+                                     str(ry): [1], str(rx): [1], str(rc): [1]},
+         "unroll": {"conv2d.local": 64}, "vec": {"conv2d.local": 0}, "par": {"conv2d": 3},
+         "loc": {"pad": 0}}
+    c = materialize(task, i, sk, d, np.random.default_rng(0))
+    k = tc.build(wl.dag, schedule=tc.Schedule(wl.dag, c.steps), cache=False)
+    rng = np.random.default_rng(2)
+    x = wl.make_inputs(rng)
+    np.testing.assert_allclose(k(*x), wl.reference(x)[0], rtol=1e-3, atol=1e-3)
+    if "+avx2" not in tc.Target.parse("llvm").features and \
+            "+avx512f" not in tc.Target.parse("llvm").features:
+        pytest.skip("no 256-bit vectors here")
+    asm = k.compiled.assembly()
+    # the innermost loops (a label to its own back branch) with a 6x16 tile's 12 FMAs: every
+    # accumulator stays in a register (no vector store inside the loop)
+    bodies = []
+    for m in re.finditer(r"^(\.LBB\w+):$", asm, re.M):
+        back = re.search(rf"^\s*j\w+\s+{re.escape(m.group(1))}$", asm[m.end():], re.M)
+        b = asm[m.end():m.end() + back.start()] if back else ""
+        if b.count("vfmadd") >= 12 and b.count("vbroadcastss") >= 6 \
+                and not re.search(r"^\.LBB\w+:", b, re.M):  # innermost loops only
+            bodies.append(b)
+    assert bodies, asm[:4000]
+    for b in bodies:
+        assert not re.search(r"vmov[au]ps\s+%ymm\d+, -?\d*\(", b), b
