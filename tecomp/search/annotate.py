@@ -32,7 +32,7 @@ from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep, ReorderStep
 from . import analysis as an
 from .decisions import Decisions, MutationKind
 from .layout_rewrite import pack_weights
-from .register_tile import sample_register_tiles
+from .register_tile import cover, sample_register_tiles
 from .sketch_rule import Sketch, TileHole
 
 __all__ = ["Candidate", "materialize_cpu", "factorizations", "UNROLL_CHOICES", "CHUNK_CHOICES",
@@ -137,6 +137,8 @@ def materialize_cpu(task, sketch_id: int, sketch: Sketch, decisions: Decisions,
     tiles = {}
     for idx, h in holes.items():
         v = valid.get(idx) or fresh.get(idx) or sample_tile(rng, h.extent, h.parts)
+        if h.covers:
+            v = cover(v, h.extent)
         d[K.TILE][idx] = tiles[idx] = tuple(v)
     steps = sketch.with_lengths(tiles)
     try:
@@ -224,14 +226,18 @@ def _sparse_nest(state, sid) -> bool:
 
 
 def _parallel(state, steps, table, rng, cores, chunks=None) -> None:
-    """Fuse the outer spatial loops of each root stage into one parallel loop; over sparse rows,
-    not past the loop a cache is computed at, and with a ``chunk`` decision (balanced rows)."""
+    """Fuse the outer spatial loops of each root stage into one parallel loop; over sparse rows
+    or fused image rows (:func:`~tecomp.search.analysis.row_fusion`), not past the loop a cache
+    is computed at, and over sparse rows with a ``chunk`` decision (balanced rows)."""
     chunks = {} if chunks is None else chunks
     for sid, s in enumerate(state.stages):
         if s.is_placeholder or s.location is not ComputeLocation.ROOT:
             continue
         its = s.iters
         sparse = _sparse_nest(state, sid)
+        # past the attach loop, a tile of fused rows is a part of a row: its cache's region a
+        # box of two rows (a 4-pixel tile of a 7x7 image computed 14 pixels)
+        rows = any("@" in it.name and it.kind is IterKind.SPATIAL for it in its)
         attached = {o.attach[1] for o in state.stages
                     if o.location is ComputeLocation.AT and o.attach[0] == sid}
         n_max, prod, default = 0, 1, None
@@ -248,7 +254,7 @@ def _parallel(state, steps, table, rng, cores, chunks=None) -> None:
             prod *= it.const_extent
             if default is None and prod >= 16 * cores:
                 default = n_max
-            if sparse and k in attached:
+            if (sparse or rows) and k in attached:
                 break  # the cached output tile stays one iteration of the parallel loop
         if n_max == 0:
             continue

@@ -13,10 +13,13 @@ ran about 15% faster. Non-divisible tiles cost little since whole tiles run with
 """
 from __future__ import annotations
 
+import math
+
 from .sketch_rule import Sketch, TileHole
 from .tiling import TILING_CPU
 
-__all__ = ["REGISTER_TILE_PROB", "register_shapes", "sample_register_tiles", "keep_inner"]
+__all__ = ["REGISTER_TILE_PROB", "register_shapes", "sample_register_tiles", "keep_inner",
+           "cover"]
 
 #: share of fresh samples whose tiled stages get a register-filling innermost tile
 REGISTER_TILE_PROB = 0.4
@@ -54,7 +57,9 @@ def sample_register_tiles(rng, sketch: Sketch, hardware, table: dict, sample_til
     """{hole index: lengths} for the spatial holes of the tiled stages of ``sketch`` whose
     decisions ``table`` lacks, drawn with probability :data:`REGISTER_TILE_PROB` per stage as a
     register micro-tile (see the module docstring): the vector hole's innermost length a multiple
-    of the vector, one other spatial hole's the rows, the rest 1. Empty when the draw says no."""
+    of the vector, one other spatial hole's the rows, the rest 1. Empty when the draw says no.
+    A stage with a :class:`TileHole` ``covers`` (fused rows, there for their register tiles)
+    always draws, its rows along that hole."""
     groups: dict = {}
     for idx, h in sketch.holes.items():
         if type(h) is TileHole and h.parts == _SPATIAL_PARTS:
@@ -63,10 +68,12 @@ def sample_register_tiles(rng, sketch: Sketch, hardware, table: dict, sample_til
     out = {}
     for holes in groups.values():
         vec = [(i, h) for i, h in holes if h.vector]
-        if len(vec) != 1 or any(i in table for i, _ in holes) or rng.random() >= REGISTER_TILE_PROB:
+        rows = [(i, h) for i, h in holes if h.covers and not h.vector and h.extent > 1]
+        if len(vec) != 1 or any(i in table for i, _ in holes) \
+                or not rows and rng.random() >= REGISTER_TILE_PROB:
             continue
         vi, vh = vec[0]
-        others = [(i, h) for i, h in holes if i != vi and h.extent > 1]
+        others = rows or [(i, h) for i, h in holes if i != vi and h.extent > 1]
         ri, rh = others[int(rng.integers(len(others)))] if others else (None, None)
         shapes = register_shapes(lanes, hardware.vector_registers,
                                  rh.extent if rh is not None else 1, vh.extent)
@@ -86,3 +93,21 @@ def keep_inner(rng, lengths: list, extent: int, sample_tile) -> list:
     """A re-sampled split that keeps the innermost length of ``lengths`` (a register tile)."""
     return _outer(rng, extent, lengths[-1], len(lengths) + 1, sample_tile) if lengths else []
 
+
+
+def cover(lengths, extent: int) -> list:
+    """``lengths`` (a split's inner lengths) with the outermost one raised so that they span
+    ``extent`` (a :class:`TileHole` ``covers``): unchanged when they do; else the innermost kept,
+    the middle ones kept when they divide the innermost tiles' count and set to 1 otherwise."""
+    lengths = list(lengths)
+    if not lengths or math.prod(lengths) >= extent:
+        return lengths
+    if len(lengths) == 1:
+        return [extent]
+    tiles = -(-extent // lengths[-1])  # of the innermost length
+    mid = math.prod(lengths[1:-1])
+    if tiles % mid:
+        lengths[1:-1] = [1] * (len(lengths) - 2)
+        mid = 1
+    lengths[0] = tiles // mid
+    return lengths

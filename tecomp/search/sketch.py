@@ -213,20 +213,20 @@ class MultiLevelTilingWithFusion(SketchRule):
         phases = an.phase_axes(p.state, sid)
         inners = [None, *an.inner_axis_alternatives(p.state, sid)]
         alts = [(inner, level, None) for inner in inners for level in (1, 2)]
-        # with short rows fused (analysis.row_fusion): computed at the outer tile only, which
-        # may span whole rows; a tile of the fused loop within a row needs a box of two rows
+        # with short rows fused (analysis.row_fusion): computed at the outer tile only
         for inner in inners if not phases else ():
             rows = an.row_fusion(p.state, sid, inner)
             if rows is not None:
                 alts.append((inner, 1, rows))
         for inner, level, rows in alts:
             q = p.copy()
-            if rows is not None:  # the same rows fused in the accumulator and its consumer
-                _fuse_rows(q, sid, cid, rows)
+            # the same rows fused in the accumulator and its consumer, one tile at the outer
+            # level (every row: the accumulator's region is exact)
+            covered = {_fuse_rows(q, sid, cid, rows)} if rows is not None else set()
             whole, scale = _split_phases(q, sid, phases)
             axes = [it.name for it in q.state.stages[sid].iters
                     if it.kind is IterKind.SPATIAL and it.name not in whole]
-            parts = multi_level_tile(q, sid, inner_last=inner, whole=whole)
+            parts = multi_level_tile(q, sid, inner_last=inner, whole=whole, covered=covered)
             target = follow_tiling(q, cid, parts, axes, level, scale)
             q.apply(ComputeAtStep(sid, cid, q.state.iter_index(cid, target)))
             q.tag(f"fuse{level}" + (f"+{inner}-inner" if inner else "")
@@ -235,15 +235,16 @@ class MultiLevelTilingWithFusion(SketchRule):
         return out
 
 
-def _fuse_rows(p, sid: int, cid: int, rows: tuple) -> None:
+def _fuse_rows(p, sid: int, cid: int, rows: tuple) -> str:
     """Fuse the loops ``rows`` of the accumulator ``sid`` and the same axes of its elementwise
-    consumer ``cid`` (:func:`analysis.row_fusion`)."""
+    consumer ``cid`` (:func:`analysis.row_fusion`); returns the fused loop's name."""
     names = [p.state.stages[sid].iters[k].name for k in rows]
     p.apply(FuseStep(sid, rows))
     c = p.state.stages[cid]
     sp = [it.name for it in c.iters if it.kind is IterKind.SPATIAL]
     mine = [it.name for it in p.state.stages[sid].op.axes]
     p.apply(FuseStep(cid, tuple(p.state.iter_index(cid, sp[mine.index(n)]) for n in names)))
+    return "@".join(names)
 
 
 class MultiLevelTiling(SketchRule):

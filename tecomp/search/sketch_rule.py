@@ -17,11 +17,15 @@ __all__ = ["Sketch", "TileHole", "FollowHole", "RuleResult", "SketchRule", "Part
 class TileHole:
     """Split step ``step`` splits a loop of constant ``extent`` into ``parts`` loops; the search
     decides the ``parts - 1`` inner lengths. ``vector``: the loop whose innermost part is the
-    innermost loop of its stage's tile (the one annotation vectorizes)."""
+    innermost loop of its stage's tile (the one annotation vectorizes). ``covers``: the inner
+    lengths span the whole extent, the outermost loop has one iteration (fused rows whose
+    accumulator is computed at the outer tile: a tile of whole rows keeps its region exact, a
+    tile within a row would need a box of two rows; :func:`~.register_tile.cover`)."""
     step: int
     extent: int
     parts: int
     vector: bool = field(default=False, kw_only=True)
+    covers: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ def phase_split(p: PartialSketch, sid: int, axes: list) -> tuple:
 
 
 def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
-                     inner_last: str | None = None, whole: set = frozenset()) -> dict:
+                     inner_last: str | None = None, whole: set = frozenset(),
+                     covered: set = frozenset()) -> dict:
     """Split every constant-extent loop of the stage into the levels of ``structure`` (S: spatial,
     R: reduction) and order the parts level by level. Returns {root loop name: [split step
     index or None, part names]}. ``inner_last`` names a spatial axis whose innermost part goes
@@ -40,7 +41,8 @@ def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
     which is what a depthwise kernel wants; splitting 3 into 2 levels only adds holes.
 
     The loops named in ``whole`` (stride phases, :func:`phase_split`) are not split either:
-    they sit in the outermost level."""
+    they sit in the outermost level. The holes of the loops named in ``covered`` are
+    :class:`TileHole` ``covers``: one tile at the outermost level."""
     n_s, n_r = structure.count("S"), structure.count("R")
     stage = p.state.stages[sid]
     small_r = an.small_reduction(p.state, sid)
@@ -53,7 +55,7 @@ def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
             continue
         ext = it.const_extent
         idx = p.apply(SplitStep(sid, pos, (1,) * (n - 1), True),
-                      lambda i, ext=ext, n=n: TileHole(i, ext, n))
+                      lambda i, ext=ext, n=n, c=it.name in covered: TileHole(i, ext, n, covers=c))
         parts[it.name] = (idx, [f"{it.name}.{k}" for k in range(n)], it.kind)
     order, level, this = [], {IterKind.SPATIAL: 0, IterKind.REDUCE: 0}, []
     dynamic = {nm for src, names, _ in parts.values() if src is None for nm in names

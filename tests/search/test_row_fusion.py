@@ -111,3 +111,49 @@ def test_rows_register_tile_stays_in_registers():
     assert bodies, asm[:4000]
     for b in bodies:
         assert not re.search(r"vmov[au]ps\s+%ymm\d+, -?\d*\(", b), b
+
+
+def test_cover_spans_the_extent():
+    from tecomp.search.register_tile import cover
+    assert cover([1, 1, 6], 49) == [9, 1, 6]  # nine 6-row tiles, one outer tile
+    assert cover([9, 1, 6], 49) == [9, 1, 6]
+    assert cover([1, 7, 1], 49) == [7, 7, 1]
+    assert cover([3, 3, 1], 49) == [49, 1, 1]  # 3 does not divide 49 tiles: the middle goes
+    assert cover([7], 49) == [49]
+    assert cover([], 49) == []
+
+
+def test_rows_samples_are_register_tiles_over_every_row():
+    """The fused rows' hole covers its extent, and every fresh sample draws a register tile
+    along it (the reason for the sketch)."""
+    from tecomp.search.sketch_rule import TileHole
+    wl = _conv("NHWC", 7, C=64, O=64)
+    task = SearchTask(wl.dag)
+    (i, sk), = _rows(wl)
+    covers = [h for h in sk.holes.values() if type(h) is TileHole and h.covers]
+    assert [h.extent for h in covers] == [49]
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        c = materialize(task, i, sk, {}, rng)
+        lengths = c.decisions.to_json()["tile"][str(covers[0].step)]
+        assert np.prod(lengths) >= 49, lengths
+        assert lengths[-1] > 1, lengths  # a register tile's rows (at least 2 here)
+
+
+def test_parallel_loop_stops_at_the_rows_accumulator():
+    """Fused past the loop the accumulator is computed at, the parallel loop would cut the fused
+    rows into pieces of rows, each needing a box of two rows: it stops there."""
+    wl = _conv("NHWC", 7, C=64, O=64)
+    task = SearchTask(wl.dag)
+    (i, sk), = _rows(wl)
+    rng = np.random.default_rng(4)
+    seen = set()
+    for _ in range(20):
+        c = materialize(task, i, sk, {}, rng)
+        local = next(s for s in c.state.stages if s.scope is Scope.LOCAL)
+        out = c.state.stages[local.attach[0]]
+        first = out.iters[0].name
+        seen.add(first)
+        assert ".1" not in first, [it.name for it in out.iters]  # no loop inside the attach
+        assert local.region[1][1] == 7 and local.region[2][1] == 7  # every row, whole
+    assert "n.0@y@x.0@o.0" in seen, seen  # the default: every outer loop in parallel
