@@ -16,7 +16,8 @@ from ..schedule.state import ComputeLocation, ScheduleError, State
 __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusible_consumer",
            "fusion_target", "shared_loops", "is_tiled", "spatial_size", "reduce_size", "small_reduction",
            "has_data_dependent_loops", "inner_axis_alternatives", "recomputed_at", "phase_axes",
-           "constant_stages", "transposing_stages", "transpose_axes", "row_fusion"]
+           "constant_stages", "transposing_stages", "transpose_axes", "row_fusion",
+           "fused_rows"]
 
 
 def is_output(state: State, sid: int) -> bool:
@@ -247,9 +248,34 @@ def row_fusion(state: State, sid: int, vector: str | None = None) -> tuple | Non
         return None
     a, b = rest[-2], rest[-1]
     ea, eb = s.iters[a].const_extent or 0, s.iters[b].const_extent or 0
-    if b != a + 1 or ea < 2 or not 2 <= eb < SHORT_ROW:
+    if b != a + 1 or ea < 2 or not 2 <= eb < SHORT_ROW or not _index_one_input(s, a, b):
         return None
     return (a, b)
+
+
+def fused_rows(stage) -> bool:
+    """Whether the stage has a spatial loop fused from axes of its own op (the rows of a
+    ``+rows`` sketch, ``y@x``, before or after splitting), not one an rfactor made of fused
+    reduction pieces (``ry@rx.1.f``)."""
+    names = {ax.name for ax in stage.op.axes}
+    return any(it.kind is IterKind.SPATIAL and "@" in it.name
+               and all(part.split(".")[0] in names for part in it.name.split("@"))
+               for it in stage.iters)
+
+
+def _index_one_input(s, a: int, b: int) -> bool:
+    """Whether loops ``a`` and ``b`` of an unsplit stage both index one input (an image's rows
+    and columns), not two (an NCHW conv's output channels and rows)."""
+    axes = {ax.name: ax for ax in s.op.axes}
+    va, vb = axes.get(s.iters[a].name), axes.get(s.iters[b].name)
+    if va is None or vb is None:
+        return False
+    for r in walk(s.op.body):
+        if isinstance(r, TensorRead):
+            used = {id(v) for i in r.indices for v in walk(i) if isinstance(v, Var)}
+            if id(va) in used and id(vb) in used:
+                return True
+    return False
 
 
 def has_data_dependent_loops(state: State, sid: int) -> bool:

@@ -237,7 +237,7 @@ def _parallel(state, steps, table, rng, cores, chunks=None) -> None:
         sparse = _sparse_nest(state, sid)
         # past the attach loop, a tile of fused rows is a part of a row: its cache's region a
         # box of two rows (a 4-pixel tile of a 7x7 image computed 14 pixels)
-        rows = any("@" in it.name and it.kind is IterKind.SPATIAL for it in its)
+        rows = an.fused_rows(s)
         attached = {o.attach[1] for o in state.stages
                     if o.location is ComputeLocation.AT and o.attach[0] == sid}
         n_max, prod, default = 0, 1, None

@@ -54,6 +54,27 @@ def test_row_fusion_picks_short_rows_outside_the_vector():
     assert rows_of(_conv("NCHW", 7))[0] is None  # the 7-wide rows carry the vector
     assert rows_of(_conv("NCHW", 7), "o")[0] == ["y", "x"]  # the channels carry it
     assert rows_of(_conv("NHWC", 7, O=8))[0] is None  # too few channels for a vector
+    # an NCHW image 8 rows high, 32 wide: the channels and the rows index different inputs
+    assert rows_of(W.conv2d(1, 16, 8, 32, 32, 3, 3, 1, 1, 1, 1, "NCHW", "direct"))[0] is None
+
+
+def test_fused_rows_is_not_an_rfactor_piece():
+    """The parallel loop's stop at a rows accumulator (annotate._parallel) looks for loops fused
+    from the stage's own axes: an rfactor's partials loop, made of fused reduction pieces, is
+    not one."""
+    wl = _conv("NHWC", 7, C=64, O=64)
+    (i, sk), = _rows(wl)
+    state = tc.Schedule(wl.dag, sk.steps).state
+    assert any(an.fused_rows(st) for st in state.stages if not st.is_placeholder)
+    x = tc.placeholder((4, 7, 7), name="x")
+    ry, rx = tc.reduce_axis(7, name="ry"), tc.reduce_axis(7, name="rx")
+    s = tc.compute((4,), lambda c: tc.sum(x[c, ry, rx], axis=[ry, rx]), name="s")
+    dag = tc.ComputeDAG([x, s])
+    for sk2 in generate_sketches(SearchTask(dag)):
+        st = tc.Schedule(dag, sk2.steps).state
+        for stage in st.stages:
+            if not stage.is_placeholder:
+                assert not an.fused_rows(stage), (sk2.name, [it.name for it in stage.iters])
 
 
 @pytest.mark.parametrize("layout,size,stride,method", [
