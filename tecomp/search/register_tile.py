@@ -94,7 +94,6 @@ def keep_inner(rng, lengths: list, extent: int, sample_tile) -> list:
     return _outer(rng, extent, lengths[-1], len(lengths) + 1, sample_tile) if lengths else []
 
 
-
 def cover(lengths, extent: int) -> list:
     """``lengths`` (a split's inner lengths) with the outermost one raised so that they span
     ``extent`` (a :class:`TileHole` ``covers``): unchanged when they do; else the innermost kept,
