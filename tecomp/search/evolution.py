@@ -90,7 +90,9 @@ def unique_sketch_names(sketches) -> list:
 
 def _mutate_tile(rng, lengths: list, hole: TileHole) -> list:
     """Move a prime factor between two levels (the product stays the extent); a non-divisible
-    tiling is re-sampled instead, half the time keeping its innermost length."""
+    tiling is re-sampled instead, half the time keeping its innermost length. A covering hole
+    (fused rows: one outer tile) moves factors among its inner levels only; materialization
+    would raise a factor moved outside back to the extent."""
     prod = math.prod(lengths)
     if hole.extent % prod:  # non-divisible (a register tile, half the time kept)
         if rng.random() < 0.5:
@@ -99,8 +101,9 @@ def _mutate_tile(rng, lengths: list, hole: TileHole) -> list:
     if rng.random() < 0.1:
         return sample_tile(rng, hole.extent, hole.parts)
     full = [hole.extent // prod] + list(lengths)
-    for _ in range(8):
-        src, dst = rng.choice(len(full), 2, replace=False)
+    lo = 1 if hole.covers else 0
+    for _ in range(8 if len(full) - lo >= 2 else 0):
+        src, dst = lo + rng.choice(len(full) - lo, 2, replace=False)
         if full[src] == 1:
             continue
         f = int(rng.choice(_prime_factors(full[src])))

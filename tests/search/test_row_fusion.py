@@ -178,3 +178,18 @@ def test_parallel_loop_stops_at_the_rows_accumulator():
         assert ".1" not in first, [it.name for it in out.iters]  # no loop inside the attach
         assert local.region[1][1] == 7 and local.region[2][1] == 7  # every row, whole
     assert "n.0@y@x.0@o.0" in seen, seen  # the default: every outer loop in parallel
+
+
+def test_covering_hole_mutates_among_its_inner_levels():
+    """A factor moved to the outermost level of a covering hole would be moved back by
+    materialization (a wasted mutation): mutation keeps them among the inner levels."""
+    from tecomp.search.evolution import _mutate_tile
+    from tecomp.search.sketch_rule import TileHole
+    rng = np.random.default_rng(5)
+    for covers, share in ((True, 0.85), (False, None)):
+        hole = TileHole(0, 49, 4, covers=covers)
+        spans = sum(np.prod(_mutate_tile(rng, [1, 7, 7], hole)) == 49 for _ in range(300)) / 300
+        if covers:
+            assert spans >= share, spans
+        else:
+            assert spans < 0.85, spans  # (the plain hole does move factors outside)
