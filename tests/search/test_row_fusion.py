@@ -42,20 +42,19 @@ def test_merge_fused_dims():
 
 def test_row_fusion_picks_short_rows_outside_the_vector():
     def rows_of(wl, vector=None):
-        st = SearchTask(wl.dag)
         state = tc.Schedule(wl.dag).state
         sid = next(i for i, s in enumerate(state.stages) if s.op is wl.dag.outputs[0].op)
         r = an.row_fusion(state, sid, vector)
-        return None if r is None else [state.stages[sid].iters[k].name for k in r], st
+        return None if r is None else [state.stages[sid].iters[k].name for k in r]
 
-    assert rows_of(_conv("NHWC", 7))[0] == ["y", "x"]
-    assert rows_of(_conv("NHWC", 14, 2))[0] == ["y", "x"]  # 7x7 output
-    assert rows_of(_conv("NHWC", 28))[0] is None  # rows long enough
-    assert rows_of(_conv("NCHW", 7))[0] is None  # the 7-wide rows carry the vector
-    assert rows_of(_conv("NCHW", 7), "o")[0] == ["y", "x"]  # the channels carry it
-    assert rows_of(_conv("NHWC", 7, O=8))[0] is None  # too few channels for a vector
+    assert rows_of(_conv("NHWC", 7)) == ["y", "x"]
+    assert rows_of(_conv("NHWC", 14, 2)) == ["y", "x"]  # 7x7 output
+    assert rows_of(_conv("NHWC", 28)) is None  # rows long enough
+    assert rows_of(_conv("NCHW", 7)) is None  # the 7-wide rows carry the vector
+    assert rows_of(_conv("NCHW", 7), "o") == ["y", "x"]  # the channels carry it
+    assert rows_of(_conv("NHWC", 7, O=8)) is None  # too few channels for a vector
     # an NCHW image 8 rows high, 32 wide: the channels and the rows index different inputs
-    assert rows_of(W.conv2d(1, 16, 8, 32, 32, 3, 3, 1, 1, 1, 1, "NCHW", "direct"))[0] is None
+    assert rows_of(W.conv2d(1, 16, 8, 32, 32, 3, 3, 1, 1, 1, 1, "NCHW", "direct")) is None
 
 
 def test_fused_rows_is_not_an_rfactor_piece():
