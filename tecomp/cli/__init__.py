@@ -62,7 +62,8 @@ def _workload_args(p, method=True, optional=False):
                        help="conv2d algorithm (conv2d workloads only; default direct; winograd: "
                             "3x3 stride-1 layers only; channels_last: an NCHW convolution "
                             "computed channels-last between two transposes; blocked: an NCHW "
-                            "convolution in blocks of 16 channels, NCHW[x]c; flat, with "
+                            "convolution in blocks of 16 channels, NCHW[x]c; phased: a strided "
+                            "NCHW convolution on its input split into stride phases; flat, with "
                             "--network only: the 1x1 stride-1 unpadded layers, each computed on "
                             "its image viewed as one row of H*W pixels)")
     p.add_argument("--target", default="llvm",

@@ -199,17 +199,28 @@ def blocked_eligible(m: Model, n: Node) -> bool:
             and n.attrs.get("layout", Layout.NCHW) is Layout.NCHW)
 
 
+def phased_eligible(n: Node) -> bool:
+    """Whether convolution ``n`` may run on its input split into stride phases
+    (:mod:`tecomp.ops.phased`): a strided NCHW convolution (an NHWC one vectorizes along the
+    channels, which the stride does not touch)."""
+    return (n.op is Op.CONV2D and n.attrs.get("layout", Layout.NCHW) is Layout.NCHW
+            and max(n.attrs["strides"]) > 1)
+
+
 def group_variants(m: Model, g: Group) -> list:
     """The ways to compute group ``g``, each a :class:`GroupDAG`: the plain one first, then its
     convolution by Winograd where :func:`winograd_eligible`, then in blocks of channels where
-    :func:`blocked_eligible`, then on the flattened image where :func:`~.flat.flat_eligible`
-    (its kernel runs on views of the model's buffers). The tuner tunes each as a task of its
-    own; ``compile_model`` runs the one whose best record is fastest."""
+    :func:`blocked_eligible`, then on stride phases where :func:`phased_eligible`, then on the
+    flattened image where :func:`~.flat.flat_eligible` (its kernel runs on views of the model's
+    buffers). The tuner tunes each as a task of its own; ``compile_model`` runs the one whose
+    best record is fastest."""
     out = [group_dag(m, g)]
     if g.anchor is not None and winograd_eligible(m, g.anchor):
         out.append(group_dag(m, g, ConvAlgorithm.WINOGRAD))
     if g.anchor is not None and blocked_eligible(m, g.anchor):
         out.append(group_dag(m, g, ConvAlgorithm.BLOCKED))
+    if g.anchor is not None and phased_eligible(g.anchor):
+        out.append(group_dag(m, g, ConvAlgorithm.PHASED))
     if flat_eligible(m, g):
         out.append(group_dag(m, g, ConvAlgorithm.FLAT))
     return out

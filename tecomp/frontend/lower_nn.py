@@ -24,6 +24,7 @@ class ConvAlgorithm(enum.Enum):
     DIRECT = "direct"
     WINOGRAD = "winograd"
     BLOCKED = "blocked"  # NCHW[x]c: an NCHW convolution in blocks of channels
+    PHASED = "phased"  # a strided NCHW one on its input split into stride phases (ops/phased.py)
     FLAT = "flat"  # a 1x1 stride-1 one on the image viewed as one row of pixels (flat.py)
 
 

@@ -7,12 +7,13 @@ from ..ir.tensor import Tensor
 from . import arguments as chk
 from .blocked import blocked_conv2d
 from .layout import nhwc_to_nchw, pad_to_nhwc
+from .phased import phased_conv2d
 from .winograd import winograd_applies, winograd_conv2d, winograd_tile
 
 __all__ = ["conv2d", "pad2d", "conv2d_output_shape", "normalize_conv2d_args", "METHODS"]
 
 LAYOUTS = ("NCHW", "NHWC")
-METHODS = ("direct", "implicit_gemm", "winograd", "channels_last", "blocked")
+METHODS = ("direct", "implicit_gemm", "winograd", "channels_last", "blocked", "phased")
 
 
 def _padding4(padding) -> tuple:
@@ -124,7 +125,7 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
     groups : int
         ``C`` and ``O`` must be divisible by it; ``groups == C`` is a depthwise convolution.
     layout : {"NCHW", "NHWC"}
-    method : {"direct", "implicit_gemm", "winograd", "channels_last", "blocked"}
+    method : {"direct", "implicit_gemm", "winograd", "channels_last", "blocked", "phased"}
         ``"direct"``: reduce axes ``(rc, ry, rx)`` (NCHW) or ``(ry, rx, rc)`` (NHWC).
         ``"implicit_gemm"``: one reduce axis ``rk`` of extent ``(C // groups) * KH * KW`` that is
         decomposed into ``(rc, ry, rx)`` (NCHW: ``rk // (KH*KW), rk // KW % KH, rk % KW``; NHWC:
@@ -147,6 +148,11 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
         build time, where it is a constant), the convolution's vector runs along a block of
         output channels, and a last stage writes the result as NCHW. For NHWC it is
         ``"direct"``.
+        ``"phased"``: for NCHW, the direct convolution on its input split into stride phases
+        (:mod:`tecomp.ops.phased`): the padding copy writes plane ``(py, px)`` of the padded
+        input as its pixels ``(i*stride_h + py, j*stride_w + px)``, so a strided convolution
+        reads its input at unit stride along the output columns. With stride 1 it is
+        ``"direct"`` with two unit dimensions in the padding copy; for NHWC it is ``"direct"``.
     name : str
         Name of the output stage.
 
@@ -214,6 +220,9 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
     if method == "blocked" and layout == "NCHW":
         return blocked_conv2d(data, weight, pads, (sh, sw), (dh, dw), groups, (OH, OW), name)
 
+    if method == "phased" and layout == "NCHW":
+        return phased_conv2d(data, weight, pads, (sh, sw), (dh, dw), groups, (OH, OW), name)
+
     OG = O // groups  # output channels per group
 
     def chan(o, rc):
@@ -222,7 +231,7 @@ def conv2d(data: Tensor, weight: Tensor, stride=1, padding=0, dilation=1, groups
 
     tag = f"conv2d_{layout.lower()}"
     cl = method == "channels_last" and layout == "NCHW"
-    if method in ("direct", "channels_last", "blocked"):  # blocked NHWC: direct
+    if method in ("direct", "channels_last", "blocked", "phased"):  # NHWC: direct
         ry = ir.reduce_axis(KH, name="ry")
         rx = ir.reduce_axis(KW, name="rx")
         rc = ir.reduce_axis(CG, name="rc")

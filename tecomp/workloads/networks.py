@@ -107,9 +107,12 @@ def flat_applies(spec) -> bool:
 def method_applies(spec, method: str) -> bool:
     """Whether conv ``method`` computes layer ``spec``: direct, implicit GEMM, channels-last and
     blocked every layer (a dense one as a matmul), Winograd the 3x3, stride-1, ungrouped
-    convolutions only, :data:`FLAT` the 1x1, stride-1, unpadded ones."""
+    convolutions only, :data:`FLAT` the 1x1, stride-1, unpadded ones, ``"phased"`` the strided
+    ones."""
     if method == FLAT:
         return flat_applies(spec)
+    if method == "phased":
+        return spec[0] == "conv" and spec[5] > 1
     if method != "winograd":
         return True
     return spec[0] == "conv" and winograd_applies((spec[4],) * 2, (spec[5],) * 2, (1, 1), spec[7])

@@ -37,11 +37,13 @@ def test_tasks_are_distinct_groups_with_counts():
     # the layout transforms of the input and output (NHWC inside) are simple tasks
     assert len(model.tasks(include_simple=True)) == 4
     nchw = tc.from_onnx(three_convs(), layout=tc.Layout.NCHW)
-    # nothing simple here; each convolution also in blocks of channels (NCHW[x]c), a variant
-    assert len(nchw.tasks(include_simple=True)) == 4
-    assert [n for _, n in nchw.tasks()] == [2, 2, 1, 1]
-    assert ["conv2d0_blocked" in {s.op.name for s in t.dag.stages if not s.is_placeholder}
-            for t, _ in nchw.tasks()] == [False, True, False, True]
+    # nothing simple here; each convolution also in blocks of channels (NCHW[x]c), a variant,
+    # and the strided one on its input's stride phases, another
+    assert len(nchw.tasks(include_simple=True)) == 5
+    assert [n for _, n in nchw.tasks()] == [2, 2, 1, 1, 1]
+    stages = [{s.op.name for s in t.dag.stages if not s.is_placeholder} for t, _ in nchw.tasks()]
+    assert ["conv2d0_blocked" in s for s in stages] == [False, True, False, True, False]
+    assert ["conv2d0_phase" in s for s in stages] == [False, False, False, False, True]
     # the same convolutions in the two layouts are different workloads: a log tuned in one
     # layout has no record for the other
     assert not {t.workload_key for t, _ in tasks} & {t.workload_key for t, _ in nchw.tasks()}

@@ -1,0 +1,83 @@
+"""A strided NCHW convolution computed on its input split into stride phases
+(:func:`tecomp.ops.conv2d` with ``method="phased"``).
+
+An NCHW convolution vectorizes best along the output columns ``x``: the output rows are
+contiguous, so its tiles store whole vectors, and the weight is the broadcast operand. With
+stride ``s`` the input columns such a vector reads, ``s*x + rx``, are ``s`` apart: every vector
+load gathers. The alternative the search also has, the vector along the output channels, reads
+the input as broadcasts but must transpose every tile into the NCHW output; with a short
+reduction (a 3-channel stem: 147 or 27 taps) that write-back costs as much as the arithmetic.
+
+Here the padding copy, ``phase``, writes the padded input as ``(N, C, s_h, s_w, HQ, WQ)``:
+plane ``(py, px)`` holds the padded pixels ``(i*s_h + py, j*s_w + px)``. The convolution reads tap
+``(ry, rx)`` of output pixel ``(y, x)`` from plane ``(ry*d_h % s_h, rx*d_w % s_w)`` at
+``(y + ry*d_h // s_h, x + rx*d_w // s_w)``: unit stride along ``x``, as in a stride-1
+convolution. Only the planes some tap reads are written (a 1x1 strided convolution reads one:
+the copy is the input subsampled), and of each only the rows and columns read, so the copy
+moves at most the bytes the plain padding does. With stride 1 it is the plain padding with two
+unit dimensions.
+"""
+from __future__ import annotations
+
+from .. import ir
+from ..ir.tensor import Tensor
+
+__all__ = ["phased_conv2d", "phase_extent", "phase_planes"]
+
+
+def phase_extent(out: int, kernel: int, stride: int, dilation: int) -> int:
+    """Rows (or columns) of one phase plane that an output of ``out`` rows reads: the last
+    output row's last tap, ``out - 1 + ((kernel - 1) * dilation) // stride``, plus one."""
+    return out + ((kernel - 1) * dilation) // stride
+
+
+def phase_planes(kernel: int, stride: int, dilation: int) -> int:
+    """Phase planes along one dimension that the taps read: the largest ``r*dilation % stride``
+    plus one."""
+    return max((r * dilation) % stride for r in range(kernel)) + 1
+
+
+def _phase_split(data: Tensor, pads: tuple, stride: tuple, planes: tuple, extents: tuple,
+                 name: str) -> Tensor:
+    """``(N, C, PH, PW, HQ, WQ)``: NCHW ``data`` zero-padded and split into stride phases."""
+    N, C, H, W = data.shape
+    pt, pl = pads[0], pads[1]
+    sh, sw = stride
+    zero = ir.const(0, data.dtype)
+
+    def body(n, c, py, px, i, j):
+        h = i * sh + py - pt
+        w = j * sw + px - pl
+        cond = (h >= 0) & (h < H) & (w >= 0) & (w < W)
+        return ir.if_then_else(cond, data[n, c, h, w], zero)
+
+    return ir.compute((N, C) + tuple(planes) + tuple(extents), body, name=name, tag="pad")
+
+
+def phased_conv2d(data: Tensor, weight: Tensor, pads: tuple, stride: tuple, dilation: tuple,
+                  groups: int, out_hw: tuple, name: str) -> Tensor:
+    """NCHW ``data`` (N, C, H, W) convolved with the OIHW ``weight`` through the stride-phase
+    split of its padded input (see the module docstring); arguments as :func:`tecomp.ops.conv2d`
+    checked and normalized them (``pads`` top, left, bottom, right; ``out_hw`` the output's
+    height and width)."""
+    N = data.shape[0]
+    O, CG, KH, KW = weight.shape
+    (sh, sw), (dh, dw), (OH, OW) = stride, dilation, out_hw
+    OG = O // groups
+    extents = (phase_extent(OH, KH, sh, dh), phase_extent(OW, KW, sw, dw))
+    planes = (phase_planes(KH, sh, dh), phase_planes(KW, sw, dw))
+    phase = _phase_split(data, pads, (sh, sw), planes, extents, f"{name}_phase")
+    rc = ir.reduce_axis(CG, name="rc")
+    ry = ir.reduce_axis(KH, name="ry")
+    rx = ir.reduce_axis(KW, name="rx")
+
+    def chan(o):
+        return rc if groups == 1 else (o // OG) * CG + rc
+
+    return ir.compute(
+        (N, O, OH, OW),
+        lambda n, o, y, x: ir.sum(
+            phase[n, chan(o), (ry * dh) % sh, (rx * dw) % sw, y + (ry * dh) // sh,
+                  x + (rx * dw) // sw] * weight[o, rc, ry, rx],
+            axis=[rc, ry, rx]),
+        name=name, tag="conv2d_nchw")
