@@ -7,8 +7,8 @@
 For every distinct layer of the layer set (batch 1 unless ``--batch``), each ``--log METHOD=PATH``
 gives the best record of that layer built with that conv method (a method that does not compute a
 layer, Winograd a strided one, is left out there; ``flat``: a 1x1 stride-1 layer computed on its
-image viewed as one row of pixels, called on views of the same arrays), its weight bound at build
-time
+image viewed as one row of pixels, called on views of the same arrays; ``METHOD/LABEL=PATH``
+names a second log of one method, e.g. one tuned on another CPU), its weight bound at build time
 (``tc.build(..., constants=)``: a packed weight is packed once, as in a compiled model, not in
 the timed call); every method's kernel is a
 tecomp configuration (at 1 and 2 threads). Peers, each at 1 and 2 threads: torch eager in NCHW and
@@ -63,16 +63,18 @@ def main():
     ap.add_argument("--layout", default="NHWC", choices=("NHWC", "NCHW"))
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--log", action="append", required=True, metavar="METHOD=PATH",
-                    help="a tuning log of the layer set built with conv method METHOD")
+    ap.add_argument("--log", action="append", required=True, metavar="METHOD[/LABEL]=PATH",
+                    help="a tuning log of the layer set built with conv method METHOD; a "
+                         "/LABEL tells two logs of one method apart (e.g. direct/znver3=...)")
     args = ap.parse_args()
-    logs = [tuple(s.split("=", 1)) for s in args.log]
+    logs = [tuple(s.split("=", 1)) for s in args.log]  # (label, path)
+    method_of = {label: label.split("/", 1)[0] for label, _ in logs}
     # by layer spec: a method may compute only some layers (winograd: the 3x3 stride-1 ones)
     specs = [sp for sp, _ in layer_specs(args.network)]
     sets = {m: dict(zip([sp for sp in specs if method_applies(sp, m)],
                         [wl for wl, _ in layer_set(args.network, batch=args.batch,
                                                    layout=args.layout, method=m)]))
-            for m, _ in logs}
+            for m in set(method_of.values())}
     base = layer_set(args.network, batch=args.batch, layout=args.layout)
     peak = measure_peak()
     print_header(print, peak)
@@ -80,7 +82,8 @@ def main():
     for i, ((wl0, count), spec) in enumerate(zip(base, specs)):
         x = wl0.make_inputs(np.random.default_rng(i))
         kernels = {}
-        for method, path in logs:
+        for label, path in logs:
+            method = method_of[label]
             wl = sets[method].get(spec)
             if wl is None:
                 continue
@@ -92,7 +95,7 @@ def main():
             except LookupError:
                 continue
             # FLAT: the kernel of the flattened image runs on views of the layer's arrays
-            kernels[method] = tc.ReshapedKernel(k, [wl0.dag.outputs[0].shape]) \
+            kernels[label] = tc.ReshapedKernel(k, [wl0.dag.outputs[0].shape]) \
                 if method == FLAT else k
         if not kernels:
             rows.append((wl0, count, None, 0, 0.0))
@@ -108,7 +111,7 @@ def main():
     for line in skipped():
         print(f"skipped: {line}")
     print(f"\n{args.network} batch {args.batch} {args.layout}, fp32: tecomp (best of "
-          f"{', '.join(m for m, _ in logs)}, 1 or 2 threads) beside the best fair peer")
+          f"{', '.join(label for label, _ in logs)}, 1 or 2 threads) beside the best fair peer")
     print(f"{'layer':<40} {'n':>2} {'tecomp ms':>10} {'best peer':<38} {'peer ms':>9} "
           f"{'ratio':>6} {'GFLOP/s':>8} {'peak':>5} {'bound':>9}")
     ratios, lat_t, lat_p = [], 0.0, 0.0
