@@ -8,8 +8,9 @@ load gathers. The alternative the search also has, the vector along the output c
 the input as broadcasts but must transpose every tile into the NCHW output; with a short
 reduction (a 3-channel stem: 147 or 27 taps) that write-back costs as much as the arithmetic.
 
-Here the padding copy, ``phase``, writes the padded input as ``(N, C, s_h, s_w, HQ, WQ)``:
-plane ``(py, px)`` holds the padded pixels ``(i*s_h + py, j*s_w + px)``. The convolution reads tap
+Here the padding copy, ``phase``, writes the padded input as ``(N, C, PH, PW, HQ, WQ)``
+(``PH <= s_h`` and ``PW <= s_w`` planes): plane ``(py, px)`` holds the padded pixels
+``(i*s_h + py, j*s_w + px)``. The convolution reads tap
 ``(ry, rx)`` of output pixel ``(y, x)`` from plane ``(ry*d_h % s_h, rx*d_w % s_w)`` at
 ``(y + ry*d_h // s_h, x + rx*d_w // s_w)``: unit stride along ``x``, as in a stride-1
 convolution. Only the planes some tap reads are written (a 1x1 strided convolution reads one:
