@@ -1,11 +1,11 @@
 """Vector lanes for the CPU vector emitter (:mod:`.llvm_vector`): LLVM intrinsic name suffixes of
-vector types, and the IRBuilder wrapper through which the scalar emitter's operation methods build
-lane-wise code."""
+vector types, the IRBuilder wrapper through which the scalar emitter's operation methods build
+lane-wise code, and the counted loop the vector emitter runs chunks and inner loops in."""
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-__all__ = ["intrinsic_suffix", "LaneBuilder"]
+__all__ = ["intrinsic_suffix", "LaneBuilder", "counted"]
 
 
 def intrinsic_suffix(t: ir.Type) -> str:
@@ -46,3 +46,21 @@ class LaneBuilder:
                 return fn(*args, **kw)
             return lifted_op
         return fn
+
+
+def counted(b: ir.IRBuilder, begin: ir.Value, end: ir.Value, name: str, body) -> None:
+    """``for iv in [begin, end)``: head/body/exit blocks; ``body(iv)`` emits the body."""
+    pre = b.block
+    head = b.append_basic_block(f"{name}.head")
+    blk = b.append_basic_block(f"{name}.body")
+    exit_ = b.append_basic_block(f"{name}.exit")
+    b.branch(head)
+    b.position_at_end(head)
+    iv = b.phi(begin.type, name=name)
+    iv.add_incoming(begin, pre)
+    b.cbranch(b.icmp_signed("<", iv, end), blk, exit_)
+    b.position_at_end(blk)
+    body(iv)
+    iv.add_incoming(b.add(iv, begin.type(1), flags=["nsw"]), b.block)
+    b.branch(head)
+    b.position_at_end(exit_)

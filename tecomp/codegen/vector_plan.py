@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from ..ir import dtype as dt
 from ..ir.arith import to_linear
-from ..ir.expr import BinOpKind, Const, Expr, Load, Var, binary, cast
+from ..ir.expr import BinOp, BinOpKind, Const, Expr, Load, Var, binary, cast
 from ..ir.loop import For, ForKind, IfThenElse, Seq, Stmt, Store
 from ..ir.traverse import walk
 from .llvm_jit import host_cpu
 
-__all__ = ["register_bits", "access_form", "vector_plan"]
+__all__ = ["register_bits", "access_form", "vector_plan", "interval_condition"]
 
 # loops that may run inside a vectorized loop, as scalar loops of vector values
 _INNER = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED)
@@ -53,6 +53,27 @@ def access_form(buf, indices, lane: Var):
         elif _uses(atom, (lane,)):
             return lin, None
     return lin, stride
+
+
+_INTERVAL_CMP = (BinOpKind.LT, BinOpKind.LE, BinOpKind.GT, BinOpKind.GE, BinOpKind.EQ)
+
+
+def interval_condition(cond: Expr, lane: Var) -> bool:
+    """Whether the lanes where ``cond`` holds form one interval: a conjunction of comparisons
+    (not ``!=``) of integer expressions affine in ``lane``, without loads. Then ``cond`` holds on
+    every lane of a chunk iff it holds on the chunk's first and last lane, which the emitter tests
+    in scalar to run a padding copy's interior without masks."""
+    if isinstance(cond, BinOp) and cond.op is BinOpKind.AND:
+        return interval_condition(cond.a, lane) and interval_condition(cond.b, lane)
+    if not (isinstance(cond, BinOp) and cond.op in _INTERVAL_CMP):
+        return False
+    for side in (cond.a, cond.b):
+        if not side.dtype.is_int or any(isinstance(x, Load) for x in walk(side)):
+            return False
+        for atom, _ in to_linear(cast(side, dt.INDEX)).terms.values():
+            if atom is not lane and _uses(atom, (lane,)):
+                return False
+    return True
 
 
 class _NotVectorizable(Exception):

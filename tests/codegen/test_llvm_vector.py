@@ -8,6 +8,7 @@ import pytest
 import tecomp as tc
 from tecomp.codegen.llvm_cpu import compile_cpu
 from tecomp.codegen.llvm_vector import register_bits, vector_plan
+from tecomp.codegen.vector_plan import interval_condition
 from tecomp.ir import dtype as dt
 from tecomp.ir.evaluate import eval_np
 from tecomp.ir.expr import BinOpKind, Const, Load, UnOpKind, Var, binary, cast, select, unary
@@ -222,6 +223,47 @@ def test_lane_masks_branches_and_guarded_loads():
     ref = np.where(a[:n] > 0, a[:n] * 2, np.where(np.arange(n) < 31, a[:n], -1)) + a[2:n + 2]
     np.testing.assert_array_equal(o, ref.astype(np.float32))
     np.testing.assert_array_equal(q[:3], [106, 106, 106])
+
+
+def test_interval_conditions_run_whole_chunks_without_masks():
+    """A padding copy (a select whose condition is a conjunction of affine comparisons of the
+    lane) and a guarded tail (an if on such a condition) test the chunk's first and last lane in
+    scalar and run chunks that lie inside without masks; chunks that straddle an edge keep the
+    masked path. Outer loop variables move the edges across chunk boundaries; results equal the
+    serial loop's bit for bit."""
+    n, m = 45, 80
+    A = Buffer("A", (m,), dt.float32)
+    O, P = Buffer("O", (4, n), dt.float32), Buffer("P", (4, n), dt.float32)
+    i, r = Var("i"), Var("r")
+    col = i * 2 + r * 7 - 9  # reads A at stride 2, from before 0 to past the end
+
+    def make(kind):
+        inside = binary(BinOpKind.AND, col >= 0, col < m)
+        body = seq(
+            Store(O, (r, i), select(inside, Load(A, (col,)), Const(0.0, dt.float32))),
+            IfThenElse(i + r * 11 < 52, Store(P, (r, i), Load(A, (i + r * 7,)) + 1.0),
+                       Store(P, (r, i), Const(-1.0, dt.float32))))
+        return PrimFunc("pad", [A, O, P], loop(r, 4, loop(i, n, body, kind)))
+    a = rand(dt.float32, m)
+    (o, p), k = vector_vs_scalar(make, [a], [O, P])
+    rr, ii = np.meshgrid(np.arange(4), np.arange(n), indexing="ij")
+    c = ii * 2 + rr * 7 - 9
+    np.testing.assert_array_equal(o, np.where((c >= 0) & (c < m), a[np.clip(c, 0, m - 1)], 0))
+    np.testing.assert_array_equal(p, np.where(ii + rr * 11 < 52, a[np.clip(ii + rr * 7, 0, m - 1)]
+                                              + 1, -1))
+    src = k.source_unoptimized
+    assert "vsel.t" in src and "llvm.masked.load" in src  # both paths are there
+
+
+def test_interval_condition_analysis():
+    i, r = Var("i"), Var("r")
+    assert interval_condition(binary(BinOpKind.AND, i * 2 + r >= 1, i - r < 9), i)
+    assert interval_condition(i * -3 + 4 == r, i)
+    assert not interval_condition(i != r, i)  # two intervals
+    assert not interval_condition(binary(BinOpKind.OR, i < 2, i > 9), i)
+    assert not interval_condition(i % 4 < 2, i)  # not affine in the lane
+    F = Buffer("F", (4,), dt.int64)
+    assert not interval_condition(Load(F, (c64(0),)) < i, i)  # loads stay masked
 
 
 def test_inner_loop_is_a_scalar_loop_of_vectors():
