@@ -21,20 +21,32 @@ def _hand_schedule(name: str, wl):
                    f"--schedule default", code=2)
 
 
-def _build(wl, name: str, target, schedule: str = "default", log=None):
+def weight_constants(name: str, wl) -> tuple:
+    """Names of ``wl``'s inputs that are constants where it runs: a convolution's weight (a
+    layer's weights are fixed at inference; a packed weight is then packed once, at build time,
+    as in a compiled model or a network's layer set and as the peers pack theirs), else none."""
+    from ..workloads.networks import layer_weights
+    return layer_weights(wl) if name.startswith("conv2d") else ()
+
+
+def _build(wl, name: str, target, schedule: str = "default", log=None, inputs=None):
     """``(kernel, label)``: the kernel of the best record of ``log``, or of the default or hand
-    schedule."""
+    schedule; with ``inputs``, its :func:`weight_constants` bound to theirs."""
     from .. import build
+    names = weight_constants(name, wl) if inputs is not None else ()
+    consts = {t.name: a for t, a in zip(wl.dag.inputs, inputs or ()) if t.name in names}
     if log is not None:
         if not os.path.exists(log):
             raise CliError(f"tuning log {log!r} does not exist")
         try:
-            return build(wl.dag, target=target, log=log), f"best record of {log}"
+            return build(wl.dag, target=target, log=log, constants=consts or None), \
+                f"best record of {log}"
         except LookupError as e:
             raise CliError(one_line(e).split(". Tune it")[0] + f"; tune it first (tecomp tune "
                            f"{name} ... --log {log})") from None
     sched = None if schedule == "default" else _hand_schedule(name, wl)
-    return build(wl.dag, target=target, schedule=sched), f"{schedule} schedule"
+    return build(wl.dag, target=target, schedule=sched, constants=consts or None), \
+        f"{schedule} schedule"
 
 
 def cmd_bench(args) -> int:
@@ -46,8 +58,8 @@ def cmd_bench(args) -> int:
     if log is not None and args.schedule != "default":
         raise CliError("--log and --schedule hand are exclusive: the log gives the schedule",
                        code=2)
-    kernel, label = _build(wl, args.workload, target, args.schedule, log)
     inputs = wl.make_inputs(np.random.default_rng(args.seed))
+    kernel, label = _build(wl, args.workload, target, args.schedule, log, inputs)
     print(f"workload     {wl!r}")
     print(f"target       {kernel.target}")
     return compare(args.workload, wl, kernel, inputs, args.repeat, label)
@@ -153,7 +165,8 @@ def cmd_tune(args) -> int:
         raise CliError("--layers picks layers of a --network, not of a WORKLOAD", code=2)
     target = tune_target(args)
     wl = make_workload(args)
-    task = SearchTask(wl.dag, target, inputs=wl.index_data or None)
+    task = SearchTask(wl.dag, target, inputs=wl.index_data or None,
+                      constants=weight_constants(args.workload, wl))
     log = args.log or os.path.join("tuning_logs",
                                    f"{args.workload}_{task.workload_key[:12]}.jsonl")
     check_log_path(log)
@@ -197,8 +210,8 @@ def cmd_tune(args) -> int:
         raise CliError(f"no valid schedule was found (errors: {errs}); see the log {log}")
     if args.no_bench:
         return 0
-    kernel, label = _build(wl, args.workload, target, log=log)
     inputs = wl.make_inputs(np.random.default_rng(args.seed))
+    kernel, label = _build(wl, args.workload, target, log=log, inputs=inputs)
     return compare(args.workload, wl, kernel, inputs, 5, "tuned")
 
 

@@ -121,7 +121,9 @@ def workload_help() -> str:
     for name in WORKLOADS:
         lines.append(f"  {name:<17} --shape {' '.join(shape_names(name)[:_n_required(name)])}")
     return "workloads (--shape values in order; other parameters with --param KEY=VALUE):\n" + \
-        "\n".join(lines)
+        "\n".join(lines) + "\na conv2d workload's weight is a constant, as in inference: tune " \
+        "measures and bench runs kernels built with it bound (packed once, as the peers pack " \
+        "theirs)"
 
 
 def _n_required(name: str) -> int:
@@ -141,7 +143,7 @@ def compare(name: str, wl, kernel, inputs, repeat: int, label: str, out=print) -
     from ..bench.peak import measure_peak
     from ..bench.peers import skipped
     from ..bench.report import check_output, compare_workload, print_header
-    ok, err = check_output(kernel(*inputs), wl.reference(inputs))
+    ok, err = check_output(kernel(*kernel.call_inputs(inputs)), wl.reference(inputs))
     out(f"check        {'ok' if ok else 'MISMATCH'} against the numpy/scipy reference "
         f"(max relative error {err:.2e})")
     if not ok:

@@ -235,6 +235,25 @@ def test_bench_default_schedule_beside_its_peer(tmp_path, args, peer):
     assert "wrong output" not in out  # every peer computes the same thing
 
 
+def test_tune_a_conv_with_its_weight_a_constant(tmp_path):
+    """A convolution's weight is a constant where it runs: tuning measures and the closing bench
+    builds with it bound (a packed weight packed once, as the peers pack theirs), and the kernel
+    still matches the reference on the whole input."""
+    from tecomp.cli.commands import weight_constants
+    from tecomp.workloads import get_workload
+    wl = get_workload("conv2d_nchw", N=1, C=4, H=8, W=8, O=8, KH=3, KW=3, padding=1)
+    assert weight_constants("conv2d_nchw", wl) == (wl.dag.inputs[1].name,)
+    assert weight_constants("matmul", get_workload("matmul", M=8, N=8, K=8)) == ()
+    log = tmp_path / "conv.jsonl"
+    out = _ok(tecomp("tune", "conv2d_nchw", "--shape", 1, 4, 8, 8, 8, 3, 3, "--param",
+                     "padding=1", "--trials", 6, "--log", log, *FAST, cwd=tmp_path))
+    assert "check        ok" in out and "ratio" in out
+    assert all(r.result.is_valid for r in load_records(str(log)))
+    out = _ok(tecomp("bench", "conv2d_nchw", "--shape", 1, 4, 8, 8, 8, 3, 3, "--param",
+                     "padding=1", "--log", log, "--repeat", 1, cwd=tmp_path))
+    assert "check        ok" in out
+
+
 # ----------------------------------------------------------------------------- plot
 def _check_png(path):
     data = path.read_bytes()
