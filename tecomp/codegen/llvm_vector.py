@@ -5,7 +5,9 @@ widest element accessed); a remainder is a smaller vector. Expressions that depe
 variable are ``<n x T>`` vectors, invariant ones scalars broadcast where they meet vectors. Accesses
 whose flat address has lane stride 1 are vector loads/stores, invariant ones scalar loads, others
 gathers/scatters. Lane-dependent conditions become masks (masked loads/stores, lane-wise selects),
-invariant ones stay branches; inner loops are scalar loops of vector values.
+invariant ones stay branches; a condition whose lanes form one interval (a padding copy's bounds
+check, a guarded tail: :func:`.vector_plan.interval_condition`) is first tested on a chunk's first
+and last lane, and a chunk inside runs without masks. Inner loops are scalar loops of vector values.
 
 Per-operation semantics are the scalar emitter's: :class:`VectorEmitter` reuses
 :class:`.llvm_expr.ExprEmitter`'s methods with a builder that lifts scalar types and constants to
