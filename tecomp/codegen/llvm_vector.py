@@ -56,6 +56,7 @@ class VectorEmitter(ExprEmitter):
         self.mask = None
         self.lane_vec = self.base = None
         self._varying: dict = {}
+        self._intervals: dict = {}
         self._forms: dict = {}
 
     # ------------------------------------------------------------------ helpers
@@ -267,10 +268,9 @@ class VectorEmitter(ExprEmitter):
 
     def interval(self, cond: Expr) -> bool:
         """Whether ``cond``'s lanes form one interval (:func:`.vector_plan.interval_condition`)."""
-        k = ("interval", id(cond))
-        r = self._varying.get(k)
+        r = self._intervals.get(id(cond))
         if r is None:
-            r = self._varying[k] = interval_condition(cond, self.lane)
+            r = self._intervals[id(cond)] = interval_condition(cond, self.lane)
         return r
 
     def ends_hold(self, cond: Expr) -> ir.Value:
