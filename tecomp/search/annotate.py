@@ -145,8 +145,9 @@ def materialize_cpu(task, sketch_id: int, sketch: Sketch, decisions: Decisions,
         state = REPLAY_CACHE.replay(task.dag, steps)  # mutants share most steps: see there
         _compute_locations(state, steps, d[K.LOC], rng, an.constant_stages(state, task.constants)
                            | an.transposing_stages(state))
-        pack_weights(state, steps, d[K.PACK], rng, apply_step)  # after: the pack stays at root
-        _parallel(state, steps, d[K.PAR], rng, task.hardware.num_cores, d[K.CHUNK])
+        # after the locations: a pack is at root, or computed per panel of its reader
+        panels = pack_weights(state, steps, d[K.PACK], rng, apply_step, set(task.constants))
+        _parallel(state, steps, d[K.PAR], rng, task.hardware.num_cores, d[K.CHUNK], panels)
         _vectorize(state, steps, d[K.VEC], rng)
         annotate_unroll(state, steps, d[K.UNROLL], rng)
     except ScheduleError:
@@ -225,10 +226,11 @@ def _sparse_nest(state, sid) -> bool:
     return False
 
 
-def _parallel(state, steps, table, rng, cores, chunks=None) -> None:
+def _parallel(state, steps, table, rng, cores, chunks=None, panels=frozenset()) -> None:
     """Fuse the outer spatial loops of each root stage into one parallel loop; over sparse rows
     or fused image rows (:func:`~tecomp.search.analysis.row_fusion`), not past the loop a cache
-    is computed at, and over sparse rows with a ``chunk`` decision (balanced rows)."""
+    is computed at, not past the loop a weight is packed per panel at (the copy named in
+    ``panels``), and over sparse rows with a ``chunk`` decision (balanced rows)."""
     chunks = {} if chunks is None else chunks
     for sid, s in enumerate(state.stages):
         if s.is_placeholder or s.location is not ComputeLocation.ROOT:
@@ -240,6 +242,8 @@ def _parallel(state, steps, table, rng, cores, chunks=None) -> None:
         rows = an.fused_rows(s)
         attached = {o.attach[1] for o in state.stages
                     if o.location is ComputeLocation.AT and o.attach[0] == sid}
+        stops = {o.attach[1] for o in state.stages if o.name in panels
+                 and o.location is ComputeLocation.AT and o.attach[0] == sid}
         n_max, prod, default = 0, 1, None
         # a reduction computed at an outer loop is not fused with loops its region does not
         # depend on (it would be recomputed per iteration of those: softmax's row sum per column)
@@ -254,8 +258,8 @@ def _parallel(state, steps, table, rng, cores, chunks=None) -> None:
             prod *= it.const_extent
             if default is None and prod >= 16 * cores:
                 default = n_max
-            if (sparse or rows) and k in attached:
-                break  # the cached output tile stays one iteration of the parallel loop
+            if (sparse or rows) and k in attached or k in stops:
+                break  # the cached output tile (the packed panel) stays one parallel iteration
         if n_max == 0:
             continue
         n = _choose(table, s.name, n_max + 1, rng, default if default is not None else n_max)

@@ -8,18 +8,30 @@ is; ``L >= 1`` adds a root ``cache_read(pack=(dim, f))`` with ``f`` the product 
 ``L`` innermost tile lengths, so that one tile's weights are contiguous. The pack stage depends
 only on the weight: ``tc.build(..., constants={...})`` runs it once at build time; without
 ``constants=`` it is part of the timed kernel.
+
+An input packed inside the timed kernel (``B`` of a matmul, not a constant) may instead be packed
+one panel at a time (the ``"<name>@panel"`` entry, 1): the reader's loop over the packed axis's
+outermost part moves to the front, the copy is computed inside it, and that loop is the one
+parallel loop (:func:`~tecomp.search.annotate.materialize_cpu` stops the parallel fusion there).
+Each thread then packs only the panels it multiplies, into a buffer that stays in its own cache,
+instead of a root copy of the whole input that both threads write and then read across cores:
+1024^3 ran 217-226 GFLOP/s against 204-206 for the same tiling packed at root (2 threads, Zen 4,
+hand schedules interleaved in one process).
 """
 from __future__ import annotations
 
 from ..ir.expr import TensorRead, Var
 from ..ir.loop import Scope
 from ..ir.traverse import walk
-from ..schedule.compute_steps import CacheReadStep
-from ..schedule.state import ComputeLocation, IterKind
+from ..schedule.compute_steps import CacheReadStep, ComputeAtStep
+from ..schedule.state import Annotation, ComputeLocation, IterKind
 from ..schedule.steps import ReorderStep
 from . import analysis as an
 
-__all__ = ["pack_candidates", "pack_weights"]
+__all__ = ["pack_candidates", "pack_weights", "PANEL_SUFFIX"]
+
+#: the pack table's key suffix of an input's panel decision (0: packed at root, 1: per panel)
+PANEL_SUFFIX = "@panel"
 
 
 def pack_candidates(state) -> list:
@@ -72,13 +84,16 @@ def _inner_levels(stage, axis: str) -> list:
     return out
 
 
-def pack_weights(state, steps, table: dict, rng, apply) -> None:
-    """Apply the ``pack`` decisions (input name -> inner tile levels followed, 0: none)."""
-    done = set()
+def pack_weights(state, steps, table: dict, rng, apply, fixed=frozenset()) -> set:
+    """Apply the ``pack`` decisions (input name -> inner tile levels followed, 0: none; and
+    ``name@panel``, see the module's docstring). Inputs named in ``fixed`` (build-time
+    constants, packed once at root) are never packed per panel. Returns the names of the copies
+    computed per panel."""
+    done, panels = set(), set()
     while True:  # candidates anew after each pack: the cache stage shifts the stage ids
         todo = [c for c in pack_candidates(state) if state.stages[c[0]].name not in done]
         if not todo:
-            return
+            return panels
         sid, rid, dim, axis = todo[0]
         name = state.stages[sid].name
         done.add(name)
@@ -90,17 +105,54 @@ def pack_weights(state, steps, table: dict, rng, apply) -> None:
             v = 0 if not levels or rng.random() < 0.5 else int(rng.integers(1, len(levels) + 1))
         table[name] = v
         if not v:
+            table.pop(name + PANEL_SUFFIX, None)
             continue
         factor = 1
         for x in levels[len(levels) - v:]:
             factor *= x
-        if factor > 1:
-            apply(state, steps, CacheReadStep(sid, Scope.GLOBAL, (rid,), (dim, factor)))
-            n = len(state.stages[sid + 1].iters)
-            if dim != n - 2:
-                # the copy's loops as the packed layout has them end on the tile's lanes, read
-                # one element per source row; the source's own last dimension innermost reads
-                # rows whole (Q.K^T's packs ran 0.30 -> 0.24 ms in the timed kernel)
-                order = tuple(range(n - 2)) + (n - 1, n - 2)
-                apply(state, steps, ReorderStep(sid + 1, order))
+        if factor <= 1:
+            table.pop(name + PANEL_SUFFIX, None)
+            continue
+        panel = _panel_loop(state, rid, axis) if name not in fixed else None
+        if panel is None:
+            table.pop(name + PANEL_SUFFIX, None)
+        else:
+            key = name + PANEL_SUFFIX
+            if table.get(key) not in (0, 1):
+                table[key] = int(rng.integers(2))
+            if not table[key]:
+                panel = None
+        reader = state.stages[rid].tensor
+        if panel:  # the panel loop first: the copy is computed inside it
+            n = len(state.stages[rid].iters)
+            apply(state, steps, ReorderStep(rid, (panel,) + tuple(k for k in range(n) if k != panel)))
+        apply(state, steps, CacheReadStep(sid, Scope.GLOBAL, (rid,), (dim, factor)))
+        n = len(state.stages[sid + 1].iters)
+        if dim != n - 2:
+            # the copy's loops as the packed layout has them end on the tile's lanes, read
+            # one element per source row; the source's own last dimension innermost reads
+            # rows whole (Q.K^T's packs ran 0.30 -> 0.24 ms in the timed kernel)
+            order = tuple(range(n - 2)) + (n - 1, n - 2)
+            apply(state, steps, ReorderStep(sid + 1, order))
+        if panel is not None:
+            rid = next(k for k, s in enumerate(state.stages) if s.tensor is reader)
+            apply(state, steps, ComputeAtStep(sid + 1, rid, 0))
+            panels.add(state.stages[sid + 1].name)
 
+
+def _panel_loop(state, rid: int, axis: str) -> int | None:
+    """The index of the reader's loop over the outermost part of the packed ``axis``, where a copy
+    of one panel can be computed once for all the loops inside it; None when the reader is not a
+    root stage, has a stage computed inside it already, or that loop is not a plain spatial loop
+    of extent > 1 above every reduction."""
+    r = state.stages[rid]
+    if r.location is not ComputeLocation.ROOT or any(
+            o.location is ComputeLocation.AT and o.attach[0] == rid for o in state.stages):
+        return None  # (one panel per reader: the other operand's would be moved inside it)
+    for k, it in enumerate(r.iters):
+        if it.kind is not IterKind.SPATIAL:
+            return None
+        if it.name == f"{axis}.0":
+            ok = (it.const_extent or 0) > 1 and it.annotation is Annotation.NONE
+            return k if ok else None
+    return None

@@ -5,7 +5,7 @@ import numpy as np
 
 import tecomp as tc
 from tecomp.schedule.compute_steps import CacheReadStep
-from tecomp.schedule.state import State
+from tecomp.schedule.state import Annotation, State
 from tecomp.search.layout_rewrite import pack_candidates
 from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.testing.operator_suite import batch_matmul_qkt, capsule_conv, matmul
@@ -85,3 +85,49 @@ def test_a_pack_copy_reads_its_source_rows_whole():
                 seen += 1
                 assert s.iters[-1].name.split("@")[-1] == "ax3"  # (fused or not)
     assert seen >= 1
+
+
+def _panel_packs(case, seed, n, table, constants=()):
+    """Materialize ``n`` candidates of the tile sketches under ``table``, check each against
+    numpy, and return ``(candidates, how many computed B's copy per panel)``."""
+    task, sks, rng, x, ref = case.search_setup(seed, target="llvm", constants=constants)
+    ids = [k for k, sk in enumerate(sks) if sk.name == "tile"]
+    made = panel = 0
+    for i in range(n):
+        c = materialize(task, ids[0], sks[ids[0]], {k: dict(v) for k, v in table.items()}, rng)
+        if c is None:
+            continue
+        made += 1
+        st = c.state
+        packs = [k for k, s in enumerate(st.stages) if s.name == "B.global"]
+        if packs and st.stages[packs[0]].attach is not None:
+            panel += 1
+            rid, loop = st.stages[packs[0]].attach
+            reader = st.stages[rid]
+            assert loop == 0 and reader.iters[0].name.startswith("j.0")
+            assert reader.iters[0].annotation in (Annotation.PARALLEL, Annotation.NONE)
+            # the panel loop alone is parallel: fused with i.0 it would pack once per (j, i)
+            assert "@" not in reader.iters[0].name
+        if constants:
+            continue
+        k = tc.build(case.dag, schedule=tc.Schedule(case.dag, c.steps))
+        np.testing.assert_allclose(k(*x), ref, rtol=1e-4, atol=1e-4)
+    return made, panel
+
+
+def test_a_matmul_packs_b_per_panel_inside_its_parallel_loop():
+    """``B@panel`` 1: B's copy is computed at the reader's loop over j.0, moved first and made
+    the one parallel loop; correct on divisible and on non-divisible shapes."""
+    for case, seed in ((matmul(64, 128, 32), 1), (matmul(37, 150, 29), 2)):
+        # (not where the drawn tiling leaves j.0 one iteration: no panel loop to pack in)
+        made, panel = _panel_packs(case, seed, 8, {"pack": {"B": 1, "B@panel": 1}})
+        assert made >= 4 and panel >= 2
+        made, panel = _panel_packs(case, seed, 4, {"pack": {"B": 1, "B@panel": 0}})
+        assert made >= 2 and panel == 0
+
+
+def test_a_constant_weight_is_never_packed_per_panel():
+    """A build-time constant is packed once at root: per panel, it would be packed every call."""
+    made, panel = _panel_packs(matmul(64, 128, 32), 1, 8, {"pack": {"B": 1, "B@panel": 1}},
+                               constants=("B",))
+    assert made >= 4 and panel == 0

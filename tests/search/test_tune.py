@@ -191,14 +191,22 @@ def test_fresh_picks_take_the_best_fresh_random_samples(fresh, monkeypatch):
     task = tc.SearchTask(W.matmul(64, 64, 64).dag)
     opt = tc.TuningOptions(population=64, generations=2, eps_greedy=0.0, per_sketch_picks=0,
                            verbose=False, fresh_picks=fresh)
-    search = Search(task, opt, LikesMeasuredTiles())
+    from tecomp.search.evolution import register_tile
+    model = LikesMeasuredTiles()
+    search = Search(task, opt, model)
     search.sampled = set()
     first = search.ask(8)
     search.tell(first, [MeasureResult(costs=(1e-3,))] * len(first))
     search.sampled = set()
     second = search.ask(8)
     assert len(second) == 8
-    assert sum(c.key in search.sampled for c in second) == fresh
+    # a fresh sample may draw a measured register tile too and rank with the mutants, so
+    # without fresh picks the round is the model's top (measured tiles) whatever their origin
+    fresh_ones = [c for c in second if c.key in search.sampled]
+    if fresh:
+        assert len(fresh_ones) >= fresh
+    else:
+        assert all(register_tile(c) in model.known for c in second)
 
 
 class LikesSketch0:
