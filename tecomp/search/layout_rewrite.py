@@ -11,12 +11,14 @@ only on the weight: ``tc.build(..., constants={...})`` runs it once at build tim
 
 An input packed inside the timed kernel (``B`` of a matmul, not a constant) may instead be packed
 one panel at a time (the ``"<name>@panel"`` entry, 1): the reader's loop over the packed axis's
-outermost part moves to the front, the copy is computed inside it, and that loop is the one
-parallel loop (:func:`~tecomp.search.annotate.materialize_cpu` stops the parallel fusion there).
+outermost part moves to the front (after the outer loops of the input's other axes: a batched
+operand's batch and head), the copy is computed inside it, and that loop ends the parallel loop
+(:func:`~tecomp.search.annotate.materialize_cpu` stops the parallel fusion there).
 Each thread then packs only the panels it multiplies, into a buffer that stays in its own cache,
 instead of a root copy of the whole input that both threads write and then read across cores:
-1024^3 ran 217-226 GFLOP/s against 204-206 for the same tiling packed at root (2 threads, Zen 4,
-hand schedules interleaved in one process).
+the best tuned 1024^3 record ran 223-224 GFLOP/s against 219-220 with its B packed at root (hand
+schedules: 217-226 against 204-206; 2 threads, Zen 4, interleaved in one process). On Q.K^T per
+head it measured level.
 """
 from __future__ import annotations
 
@@ -113,7 +115,7 @@ def pack_weights(state, steps, table: dict, rng, apply, fixed=frozenset()) -> se
         if factor <= 1:
             table.pop(name + PANEL_SUFFIX, None)
             continue
-        panel = _panel_loop(state, rid, axis) if name not in fixed else None
+        panel = _panel_order(state, sid, rid, axis) if name not in fixed else None
         if panel is None:
             table.pop(name + PANEL_SUFFIX, None)
         else:
@@ -123,9 +125,8 @@ def pack_weights(state, steps, table: dict, rng, apply, fixed=frozenset()) -> se
             if not table[key]:
                 panel = None
         reader = state.stages[rid].tensor
-        if panel:  # the panel loop first: the copy is computed inside it
-            n = len(state.stages[rid].iters)
-            apply(state, steps, ReorderStep(rid, (panel,) + tuple(k for k in range(n) if k != panel)))
+        if panel is not None and panel[0] != tuple(range(len(panel[0]))):
+            apply(state, steps, ReorderStep(rid, panel[0]))
         apply(state, steps, CacheReadStep(sid, Scope.GLOBAL, (rid,), (dim, factor)))
         n = len(state.stages[sid + 1].iters)
         if dim != n - 2:
@@ -136,23 +137,41 @@ def pack_weights(state, steps, table: dict, rng, apply, fixed=frozenset()) -> se
             apply(state, steps, ReorderStep(sid + 1, order))
         if panel is not None:
             rid = next(k for k, s in enumerate(state.stages) if s.tensor is reader)
-            apply(state, steps, ComputeAtStep(sid + 1, rid, 0))
+            apply(state, steps, ComputeAtStep(sid + 1, rid, panel[1]))
             panels.add(state.stages[sid + 1].name)
 
 
-def _panel_loop(state, rid: int, axis: str) -> int | None:
-    """The index of the reader's loop over the outermost part of the packed ``axis``, where a copy
-    of one panel can be computed once for all the loops inside it; None when the reader is not a
-    root stage, has a stage computed inside it already, or that loop is not a plain spatial loop
-    of extent > 1 above every reduction."""
+def _panel_order(state, sid: int, rid: int, axis: str) -> tuple | None:
+    """``(loop order, panel loop)`` of the reader for a copy of input ``sid`` computed per panel:
+    the outer loops of the input's other axes (a batched operand's batch and head), then the
+    loop over the outermost part of the packed ``axis``, then the rest as they were; the copy
+    is computed at that loop, once for all the loops inside it. None when the reader is not a
+    root stage, has a stage computed inside it already, or its loops above the first reduction
+    are not plain spatial loops (fused, annotated) or the panel loop has one iteration."""
     r = state.stages[rid]
     if r.location is not ComputeLocation.ROOT or any(
             o.location is ComputeLocation.AT and o.attach[0] == rid for o in state.stages):
         return None  # (one panel per reader: the other operand's would be moved inside it)
+    t = state.stages[sid].tensor
+    spatial = {id(a): a.name for a in r.op.axes}
+    own = {spatial[id(v)] for x in walk(r.op.body) if isinstance(x, TensorRead) and x.tensor is t
+           for i in x.indices for v in walk(i) if isinstance(v, Var) and id(v) in spatial}
+    outer, lead, panel = [], [], None
     for k, it in enumerate(r.iters):
         if it.kind is not IterKind.SPATIAL:
+            break
+        if it.annotation is not Annotation.NONE or "@" in it.name:
             return None
-        if it.name == f"{axis}.0":
-            ok = (it.const_extent or 0) > 1 and it.annotation is Annotation.NONE
-            return k if ok else None
-    return None
+        base, _, level = it.name.rpartition(".")
+        if level != "0":
+            break
+        outer.append(k)
+        if base == axis:
+            panel = k
+        elif base in own:
+            lead.append(k)
+    if panel is None or (r.iters[panel].const_extent or 0) < 2:
+        return None
+    first = lead + [panel]
+    order = tuple(first + [k for k in range(len(r.iters)) if k not in first])
+    return order, len(lead)

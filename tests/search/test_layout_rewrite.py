@@ -131,3 +131,27 @@ def test_a_constant_weight_is_never_packed_per_panel():
     made, panel = _panel_packs(matmul(64, 128, 32), 1, 8, {"pack": {"B": 1, "B@panel": 1}},
                                constants=("B",))
     assert made >= 4 and panel == 0
+
+
+def test_a_batched_operand_is_packed_per_panel_of_its_own_batch_and_head():
+    """Q.K^T per head: K's copy is computed at its panel loop j.0 placed after the loops over
+    K's batch and head (b.0, h.0), which the parallel loop may fuse (the copy depends on them);
+    every candidate matches numpy."""
+    case = batch_matmul_qkt(2, 3, 40, 16)
+    task, sks, rng, x, ref = case.search_setup(4, target="llvm")
+    tile = [k for k, sk in enumerate(sks) if sk.name == "tile"][0]
+    seen = 0
+    for _ in range(10):
+        c = materialize(task, tile, sks[tile], {"pack": {"K": 1, "K@panel": 1, "Q": 0}}, rng)
+        if c is None:
+            continue
+        st = c.state
+        copy = next((s for s in st.stages if s.name == "K.global"), None)
+        if copy is not None and copy.attach is not None:
+            seen += 1
+            reader = st.stages[copy.attach[0]]
+            names = [n for it in reader.iters[:copy.attach[1] + 1] for n in it.name.split("@")]
+            assert names == ["b.0", "h.0", "j.0"]
+        k = tc.build(case.dag, schedule=tc.Schedule(case.dag, c.steps))
+        np.testing.assert_allclose(k(*x), ref, rtol=1e-4, atol=1e-4)
+    assert seen >= 2
