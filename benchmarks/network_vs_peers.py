@@ -66,6 +66,8 @@ def main():
     ap.add_argument("--log", action="append", required=True, metavar="METHOD[/LABEL]=PATH",
                     help="a tuning log of the layer set built with conv method METHOD; a "
                          "/LABEL tells two logs of one method apart (e.g. direct/znver3=...)")
+    ap.add_argument("--layers", default=None, metavar="I,J,...",
+                    help="time only these layers (1-based, in the order of the layer set) again")
     args = ap.parse_args()
     logs = [tuple(s.split("=", 1)) for s in args.log]  # (label, path)
     method_of = {label: label.split("/", 1)[0] for label, _ in logs}
@@ -78,8 +80,11 @@ def main():
     base = layer_set(args.network, batch=args.batch, layout=args.layout)
     peak = measure_peak()
     print_header(print, peak)
+    only = None if args.layers is None else {int(v) - 1 for v in args.layers.split(",")}
     rows = []
     for i, ((wl0, count), spec) in enumerate(zip(base, specs)):
+        if only is not None and i not in only:
+            continue
         x = wl0.make_inputs(np.random.default_rng(i))
         kernels = {}
         for label, path in logs:
