@@ -156,7 +156,7 @@ def _panel_order(state, sid: int, rid: int, axis: str) -> tuple | None:
     spatial = {id(a): a.name for a in r.op.axes}
     own = {spatial[id(v)] for x in walk(r.op.body) if isinstance(x, TensorRead) and x.tensor is t
            for i in x.indices for v in walk(i) if isinstance(v, Var) and id(v) in spatial}
-    outer, lead, panel = [], [], None
+    lead, panel = [], None
     for k, it in enumerate(r.iters):
         if it.kind is not IterKind.SPATIAL:
             break
@@ -165,7 +165,6 @@ def _panel_order(state, sid: int, rid: int, axis: str) -> tuple | None:
         base, _, level = it.name.rpartition(".")
         if level != "0":
             break
-        outer.append(k)
         if base == axis:
             panel = k
         elif base in own:

@@ -205,6 +205,8 @@ def test_fresh_picks_take_the_best_fresh_random_samples(fresh, monkeypatch):
     fresh_ones = [c for c in second if c.key in search.sampled]
     if fresh:
         assert len(fresh_ones) >= fresh
+        # the quota is what brings in fresh samples of tiles nobody measured
+        assert len([c for c in fresh_ones if register_tile(c) not in model.known]) <= fresh
     else:
         assert all(register_tile(c) in model.known for c in second)
 
