@@ -22,6 +22,8 @@ head it measured level.
 """
 from __future__ import annotations
 
+import math
+
 from ..ir.expr import TensorRead, Var
 from ..ir.loop import Scope
 from ..ir.traverse import walk
@@ -106,24 +108,18 @@ def pack_weights(state, steps, table: dict, rng, apply, fixed=frozenset()) -> se
             # over the input, which pays only for some tilings
             v = 0 if not levels or rng.random() < 0.5 else int(rng.integers(1, len(levels) + 1))
         table[name] = v
-        if not v:
-            table.pop(name + PANEL_SUFFIX, None)
-            continue
-        factor = 1
-        for x in levels[len(levels) - v:]:
-            factor *= x
-        if factor <= 1:
-            table.pop(name + PANEL_SUFFIX, None)
-            continue
-        panel = _panel_order(state, sid, rid, axis) if name not in fixed else None
+        factor = math.prod(levels[len(levels) - v:]) if v else 1
+        key = name + PANEL_SUFFIX
+        panel = _panel_order(state, sid, rid, axis) if factor > 1 and name not in fixed else None
         if panel is None:
-            table.pop(name + PANEL_SUFFIX, None)
+            table.pop(key, None)  # no panel decision where there is no per-panel copy
         else:
-            key = name + PANEL_SUFFIX
             if table.get(key) not in (0, 1):
                 table[key] = int(rng.integers(2))
             if not table[key]:
                 panel = None
+        if factor <= 1:
+            continue
         reader = state.stages[rid].tensor
         if panel is not None and panel[0] != tuple(range(len(panel[0]))):
             apply(state, steps, ReorderStep(rid, panel[0]))
