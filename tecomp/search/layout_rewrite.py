@@ -78,6 +78,17 @@ def _innermost_axis(stage) -> str | None:
     return it.name.split(".")[0] if it is not None and it.kind is IterKind.SPATIAL else None
 
 
+def _gathers(state, sid: int, rid: int, dim: int, axis: str, levels: list) -> bool:
+    """Whether the reader's vector lanes would read input ``sid`` across its dimension ``dim``
+    with a stride (gathers): its innermost loop runs along ``axis`` with more than one
+    iteration, and ``dim`` is not the input's last dimension. A transposed conv's weight
+    ``W[c, o, ky, kx]`` read by lanes over ``o``: with half the draws unpacked, the search's
+    wide ``o`` tiles drew gathers, measured slow, and four 64-trial runs of five ended at
+    1.2-1.6 ms; packed in nine draws of ten, 0.31-0.59 ms (``docs/search_notes.md``)."""
+    return (bool(levels) and levels[-1] > 1 and _innermost_axis(state.stages[rid]) == axis
+            and dim != len(state.stages[sid].tensor.shape) - 1)
+
+
 def _inner_levels(stage, axis: str) -> list:
     """Extents of the split parts ``axis.1``, ``axis.2``, ... of a tiled stage (outer to inner)."""
     ext = {it.name: it.const_extent for it in stage.iters}
@@ -105,8 +116,11 @@ def pack_weights(state, steps, table: dict, rng, apply, fixed=frozenset()) -> se
         v = table.get(name)
         if not isinstance(v, int) or not 0 <= v <= len(levels):
             # half the samples keep the layout: packing inside the timed kernel is an extra pass
-            # over the input, which pays only for some tilings
-            v = 0 if not levels or rng.random() < 0.5 else int(rng.integers(1, len(levels) + 1))
+            # over the input, which pays only for some tilings; but where the reader's lanes
+            # run along the axis and it is not the input's last dimension, the unpacked loads
+            # are gathers, and nine samples in ten pack
+            keep = 0.1 if _gathers(state, sid, rid, dim, axis, levels) else 0.5
+            v = 0 if not levels or rng.random() < keep else int(rng.integers(1, len(levels) + 1))
         table[name] = v
         factor = math.prod(levels[len(levels) - v:]) if v else 1
         key = name + PANEL_SUFFIX
