@@ -3,9 +3,13 @@ each tuned for a fixed small budget with the defaults, then timed beside torch (
 threads) with the protocol of ``tecomp.bench``, fp32, from one run.
 
     benchmarks/run.sh operator_suite.py [--trials 128] [--only softmax conv1d ...] [--logdir DIR]
+    benchmarks/run.sh operator_suite.py --no-tune --logdir DIR   # time the logs in DIR again
 
 Prints per operator: tuning trials and wall time, tecomp's best ms, torch's best ms and the ratio
 (torch / tecomp: above 1, tecomp is faster); then the geometric mean and the slowest operator.
+A host check follows each operator's table: the machine is shared, and a tenant that takes a
+core in the middle of the suite slows both systems' 2-thread figures (a 1-d conv at its 1-thread
+time in one run), which the check at the start alone does not show.
 The same suite with TVM MetaSchedule as a third system (same trials): ``tvm_suite.py``.
 """
 import argparse
@@ -19,7 +23,7 @@ import tecomp as tc
 from tecomp.bench.peak import measure_peak
 from tecomp.bench.peers import tecomp_configs
 from tecomp.bench.protocol import Config
-from tecomp.bench.report import geomean, print_header, run_comparison
+from tecomp.bench.report import geomean, print_header, print_host_check, run_comparison
 from tecomp.bench.threads import thread_counts, torch_threads
 from tecomp.codegen.memory import aligned_copy
 from tecomp.testing.operator_suite import OPERATORS, operator_case
@@ -50,7 +54,11 @@ def main():
     ap.add_argument("--only", nargs="+", default=list(OPERATORS), choices=list(OPERATORS))
     ap.add_argument("--logdir", default=None, help="keep the logs here (default: a temp dir)")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-tune", action="store_true",
+                    help="time the logs already in --logdir, without tuning")
     args = ap.parse_args()
+    if args.no_tune and not args.logdir:
+        ap.error("--no-tune needs --logdir (the logs to time)")
     logdir = args.logdir or tempfile.mkdtemp(prefix="operator_suite_")
     os.makedirs(logdir, exist_ok=True)
     peak = measure_peak()
@@ -60,16 +68,21 @@ def main():
         case = operator_case(name)
         log = os.path.join(logdir, f"{name}.jsonl")
         t0 = time.perf_counter()
-        res = tc.tune(tc.SearchTask(case.dag, "llvm"), trials=args.trials, log=log,
-                      options=tc.TuningOptions(verbose=False))
+        if args.no_tune:
+            with open(log) as f:
+                trials = sum(1 for line in f if line.strip())
+        else:
+            trials = tc.tune(tc.SearchTask(case.dag, "llvm"), trials=args.trials, log=log,
+                             options=tc.TuningOptions(verbose=False)).trials
         wall = time.perf_counter() - t0
         k = tc.build(case.dag, "llvm", log=log)
         x = case_inputs(case)
-        print(f"\n== {name}: {res.trials} trials in {wall:.0f} s", flush=True)
+        print(f"\n== {name}: {trials} trials in {wall:.0f} s", flush=True)
         cmp = run_comparison(tecomp_configs(k, x, variant="tuned") + torch_configs(case, x),
                              case.reference(x)[0], float(case.dag.flop_count()), peak=peak,
                              rounds=args.rounds)
-        rows.append((name, res.trials, wall, cmp))
+        print_host_check(print, peak)
+        rows.append((name, trials, wall, cmp))
     print(f"\n{'operator':<16} {'trials':>6} {'tune s':>7} {'tecomp ms':>10} {'torch ms':>9} "
           f"{'ratio':>6}")
     ratios = []
