@@ -227,19 +227,16 @@ def _sparse_nest(state, sid) -> bool:
 
 
 def _parallel(state, steps, table, rng, cores, chunks=None, panels=frozenset()) -> None:
-    """Fuse the outer spatial loops of each root stage into one parallel loop; over sparse rows
-    or fused image rows (:func:`~tecomp.search.analysis.row_fusion`), not past the loop a cache
-    is computed at, not past the loop a weight is packed per panel at (the copy named in
-    ``panels``), and over sparse rows with a ``chunk`` decision (balanced rows)."""
+    """Fuse the outer spatial loops of each root stage into one parallel loop: not past the loop
+    a stage is computed at (a cache's register tile), not past the loop a weight is packed per
+    panel at (the copy named in ``panels``), and over sparse rows with a ``chunk`` decision
+    (balanced rows)."""
     chunks = {} if chunks is None else chunks
     for sid, s in enumerate(state.stages):
         if s.is_placeholder or s.location is not ComputeLocation.ROOT:
             continue
         its = s.iters
         sparse = _sparse_nest(state, sid)
-        # past the attach loop, a tile of fused rows is a part of a row: its cache's region a
-        # box of two rows (a 4-pixel tile of a 7x7 image computed 14 pixels)
-        rows = an.fused_rows(s)
         attached = {o.attach[1] for o in state.stages
                     if o.location is ComputeLocation.AT and o.attach[0] == sid}
         stops = {o.attach[1] for o in state.stages if o.name in panels
@@ -258,8 +255,12 @@ def _parallel(state, steps, table, rng, cores, chunks=None, panels=frozenset()) 
             prod *= it.const_extent
             if default is None and prod >= 16 * cores:
                 default = n_max
-            if (sparse or rows) and k in attached or k in stops:
-                break  # the cached output tile (the packed panel) stays one parallel iteration
+            if k in attached or k in stops:
+                # the cached output tile (the packed panel) stays one parallel iteration: fused
+                # past its loop, the cache's region shrinks to a slice of the drawn register
+                # tile (a 32-channel vector built as 1; a tile of fused image rows a box of two
+                # rows), and the model learns the drawn tile as slow
+                break
         if n_max == 0:
             continue
         n = _choose(table, s.name, n_max + 1, rng, default if default is not None else n_max)

@@ -156,3 +156,30 @@ def test_a_layout_changing_stage_stays_at_root_in_every_candidate():
     assert seen >= 6
     np.testing.assert_allclose(tc.build(dag, schedule=cand.state)(x, w), ref, rtol=1e-4,
                                atol=1e-4 * np.abs(ref).max())
+
+
+def test_the_parallel_loop_keeps_a_cached_register_tile_whole():
+    """The parallel fusion stops at the loop a cache is computed at: fused past it, the cache's
+    region shrank to a slice of the drawn register tile (a transposed conv's 32-channel vector
+    built as 1 channel) and the search judged the tile by a program it had not drawn. Every
+    cache+fuse candidate builds the vector hole's innermost length that its decision names."""
+    from tecomp.testing.operator_suite import conv2d_transpose, matmul
+    checked = 0
+    for case in (conv2d_transpose(1, 16, 7, 64, 4, 2, 1), matmul(64, 96, 32)):
+        task, sks, rng, x, ref = case.search_setup(3, target="llvm")
+        for k, sk in enumerate(sks):
+            if "cache" not in sk.name:
+                continue
+            vec = [i for i, h in sk.holes.items() if isinstance(h, TileHole) and h.vector]
+            for i in range(12):
+                c = materialize(task, k, sk, {}, rng)
+                if c is None or len(vec) != 1:
+                    continue
+                local = next(s for s in c.state.stages if s.name.endswith(".local"))
+                inner = c.decisions.to_json()["tile"][str(vec[0])][-1]
+                assert local.iters[-1].const_extent == min(inner, sk.holes[vec[0]].extent)
+                checked += 1
+                if i % 6 == 0:
+                    kern = tc.build(case.dag, schedule=tc.Schedule(case.dag, c.steps))
+                    np.testing.assert_allclose(kern(*x), ref, rtol=1e-4, atol=1e-4)
+    assert checked >= 40
