@@ -241,7 +241,8 @@ def _parallel(state, steps, table, rng, cores, chunks=None, panels=frozenset()) 
                     if o.location is ComputeLocation.AT and o.attach[0] == sid}
         stops = {o.attach[1] for o in state.stages if o.name in panels
                  and o.location is ComputeLocation.AT and o.attach[0] == sid}
-        n_max, prod, default = 0, 1, None
+        rows = an.fused_rows(s)
+        n_max, prod, default, cap = 0, 1, None, None
         # a reduction computed at an outer loop is not fused with loops its region does not
         # depend on (it would be recomputed per iteration of those: softmax's row sum per column)
         reds = [(o, st.attach[1]) for o, st in enumerate(state.stages) if not st.is_placeholder
@@ -255,23 +256,31 @@ def _parallel(state, steps, table, rng, cores, chunks=None, panels=frozenset()) 
             prod *= it.const_extent
             if default is None and prod >= 16 * cores:
                 default = n_max
-            if k in attached or k in stops:
-                # the cached output tile (the packed panel) stays one parallel iteration: fused
-                # past its loop, the cache's region shrinks to a slice of the drawn register
-                # tile (a 32-channel vector built as 1; a tile of fused image rows a box of two
-                # rows), and the model learns the drawn tile as slow
+            if k in attached and cap is None:
+                # a draw keeps the cached output tile one parallel iteration: fused past its
+                # loop, the cache's region shrinks to a slice of the drawn register tile (a
+                # 32-channel vector built as 1), and the model learns the drawn tile as slow.
+                # A recorded decision past it (logs of earlier versions) still replays
+                cap = n_max
+            if (sparse or rows) and k in attached or k in stops:
+                # past the attach loop, a tile of fused rows is a part of a row: its cache's
+                # region a box of two rows (a 4-pixel tile of a 7x7 image computed 14 pixels);
+                # a packed panel is packed once per iteration of the loops fused with it
                 break
         if n_max == 0:
             continue
-        n = _choose(table, s.name, n_max + 1, rng, default if default is not None else n_max)
+        v = table.get(s.name)
+        limit = n_max if cap is None or isinstance(v, int) and cap < v <= n_max else cap
+        default = min(default if default is not None else n_max, limit)
+        n = _choose(table, s.name, limit + 1, rng, default)
         if sparse and n == 0:  # sparse rows always run in parallel (the chunk decides how)
-            n = table[s.name] = int(rng.integers(1, n_max + 1))
+            n = table[s.name] = int(rng.integers(1, limit + 1))
         if n == 0:
             continue
         # fusing only loops of extent 1 (a batch of 1) ran serial, a duplicate of n = 0: such a
         # choice fuses up to the first longer loop (a channels-last conv's transpose back to
         # NCHW ran on one core in the best of 32 trials)
-        while n < n_max and all(it.const_extent == 1 for it in its[:n]):
+        while n < limit and all(it.const_extent == 1 for it in its[:n]):
             n += 1
         table[s.name] = n
         if n > 1:
