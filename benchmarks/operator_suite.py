@@ -69,8 +69,7 @@ def main():
         log = os.path.join(logdir, f"{name}.jsonl")
         t0 = time.perf_counter()
         if args.no_tune:
-            with open(log) as f:
-                trials = sum(1 for line in f if line.strip())
+            trials = len(tc.load_records(log))
         else:
             trials = tc.tune(tc.SearchTask(case.dag, "llvm"), trials=args.trials, log=log,
                              options=tc.TuningOptions(verbose=False)).trials

@@ -10,7 +10,6 @@ These are the tuner's own measurements (mean of its repeats), not a comparison w
 for speed against torch, ``operator_suite.py``.
 """
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -21,10 +20,7 @@ from tecomp.testing.operator_suite import OPERATORS, operator_case
 
 def best_costs(log: str) -> list:
     """The log's error-free mean costs in seconds, best first."""
-    with open(log) as f:
-        recs = [json.loads(line) for line in f if line.strip()]
-    return sorted(sum(r["result"]["costs"]) / len(r["result"]["costs"]) for r in recs
-                  if r["result"]["error"] == "none")
+    return sorted(r.result.mean_cost for r in tc.load_records(log) if r.result.is_valid)
 
 
 def main():

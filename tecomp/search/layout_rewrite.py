@@ -81,10 +81,8 @@ def _innermost_axis(stage) -> str | None:
 def _gathers(state, sid: int, rid: int, dim: int, axis: str, levels: list) -> bool:
     """Whether the reader's vector lanes would read input ``sid`` across its dimension ``dim``
     with a stride (gathers): its innermost loop runs along ``axis`` with more than one
-    iteration, and ``dim`` is not the input's last dimension. A transposed conv's weight
-    ``W[c, o, ky, kx]`` read by lanes over ``o``: with half the draws unpacked, the search's
-    wide ``o`` tiles drew gathers, measured slow, and four 64-trial runs of five ended at
-    1.2-1.6 ms; packed in nine draws of ten, 0.31-0.59 ms (``docs/search_notes.md``)."""
+    iteration, and ``dim`` is not the input's last dimension (a transposed conv's weight
+    ``W[c, o, ky, kx]`` read by lanes over ``o``; measurements in ``docs/search_notes.md``)."""
     return (bool(levels) and levels[-1] > 1 and _innermost_axis(state.stages[rid]) == axis
             and dim != len(state.stages[sid].tensor.shape) - 1)
 
