@@ -153,7 +153,6 @@ class EvolutionarySearch:
         self.measured: set = set()
         self.elites: list = []  # (cost, sketch index, decisions), best first
         self.valid_per_sketch = [0] * len(self.sketches)  # measured programs that ran
-        self.best_per_sketch = [math.inf] * len(self.sketches)  # each sketch's best cost
         #: decisions of good programs of similar tasks (set by the task scheduler): replayed here
         #: beside this task's elites, so a layer with few trials starts from its siblings' tiles
         self.transfer: list = []
@@ -176,7 +175,6 @@ class EvolutionarySearch:
             idx = self.sketch_index(decisions.sketch)
             if idx is not None:
                 self.valid_per_sketch[idx] += 1
-                self.best_per_sketch[idx] = min(self.best_per_sketch[idx], cost)
                 self.elites.append((cost, idx, decisions))
                 self.elites.sort(key=lambda e: e[0])
                 del self.elites[256:]
@@ -300,11 +298,10 @@ class EvolutionarySearch:
             # sketch it knows best, and a better structure elsewhere is never measured again.
             # A sketch with fewer than sketch_warmup programs measured gets an equal share of
             # the round: a model cannot rank within a sketch it has (almost) no data of
-            warm = self.warming_sketches()
-            rest = n_model - opt.per_sketch_picks * (len(self.sketches) - len(warm))
-            share = max(opt.per_sketch_picks, rest // max(1, len(warm)))
+            share = max(opt.per_sketch_picks, n_model // len(self.sketches))
             for i in range(len(self.sketches)):
-                quota = share if i in warm else opt.per_sketch_picks
+                quota = (share if self.valid_per_sketch[i] < opt.sketch_warmup
+                         else opt.per_sketch_picks)
                 take_first(quota, lambda c, i=i: c.sketch == i)
         # the best-scored of the round's fresh random samples: the evolved candidates descend
         # from the measured elites, and a model trained on a mediocre first elite ranks its
@@ -324,19 +321,6 @@ class EvolutionarySearch:
         rng.shuffle(pool)
         take_first(n, lambda c: True, pool, limit=n)  # take_first skips init's duplicates
         return picked
-
-    def warming_sketches(self) -> set:
-        """The sketches that share a round's model picks equally: fewer than ``sketch_warmup``
-        of their programs ran, and either fewer than ``sketch_probe`` did or their best is within
-        ``sketch_contention`` times the best cost of any sketch. A sketch left behind after its
-        probe keeps ``per_sketch_picks`` a round (and may come back into contention), so a small
-        budget goes to the structures that can win (docs/search_notes.md)."""
-        opt = self.options
-        lead = min(self.best_per_sketch, default=math.inf)
-        return {i for i, n in enumerate(self.valid_per_sketch)
-                if n < opt.sketch_warmup and (n < opt.sketch_probe or not math.isfinite(lead)
-                                              or self.best_per_sketch[i]
-                                              <= lead * opt.sketch_contention)}
 
     def _next_generation(self, pop: list, scores: np.ndarray) -> list:
         """Parents drawn in proportion to score; each sketch present keeps ``sketch_share`` of

@@ -171,13 +171,7 @@ class TuningOptions:
         the global ranking fills the rest (0: none), so that one sketch cannot take every trial.
     sketch_warmup : int
         A sketch with fewer valid measured programs than this gets an equal share of each
-        round's model picks (with ``per_sketch_picks`` > 0), while it is in contention (below).
-    sketch_probe : int
-        A sketch keeps its warm-up share for this many valid programs whatever they measure;
-        after that only while it is in contention.
-    sketch_contention : float
-        A sketch is in contention while its best cost is at most this many times the best cost
-        of any sketch.
+        round's model picks (with ``per_sketch_picks`` > 0).
     sketch_share : float
         Of each generation's slots, this share per sketch present goes to children of that
         sketch's own members (0: parents from the whole population by score alone).
@@ -212,8 +206,6 @@ class TuningOptions:
     max_per_register_tile: int = 0
     per_sketch_picks: int = 1
     sketch_warmup: int = 16
-    sketch_probe: int = 6
-    sketch_contention: float = 1.5
     sketch_share: float = 0.1
     diverse_picks: int = 0  # off: no gain measured (docs/search_notes.md)
     fresh_picks: int = 8
@@ -224,8 +216,8 @@ class TuningOptions:
         ran 0 trials; ``repeat=0`` logged results without costs as measured)."""
         ints = {"population": 1, "generations": 0, "measures_per_round": 1, "repeat": 1,
                 "min_repeat_ms": 0, "n_workers": 1, "max_per_register_tile": 0,
-                "per_sketch_picks": 0, "sketch_warmup": 0, "sketch_probe": 0, "diverse_picks": 0,
-                "fresh_picks": 0, "cross_target_seeds": 0}
+                "per_sketch_picks": 0, "sketch_warmup": 0, "diverse_picks": 0, "fresh_picks": 0,
+                "cross_target_seeds": 0}
         for name, low in ints.items():
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
@@ -240,6 +232,3 @@ class TuningOptions:
             if not ok:
                 want = "in [0, 1]" if name in shares else f"a positive number up to {top:g}"
                 raise ValueError(f"TuningOptions.{name} must be {want}, got {v!r}")
-        c = self.sketch_contention  # inf: every sketch stays in contention (the old warm-up)
-        if isinstance(c, bool) or not isinstance(c, (int, float, np.number)) or not c >= 1:
-            raise ValueError(f"TuningOptions.sketch_contention must be a number >= 1, got {c!r}")

@@ -285,34 +285,3 @@ def test_a_sketch_without_data_gets_an_equal_share_of_the_round():
             search.remember(f"k{i}-{j}", 1e-3, {"sketch": sk.name})
     counts = np.bincount([c.sketch for c in search.ask(n)], minlength=n_sk)
     assert list(counts[1:]) == [1] * (n_sk - 1) and counts[0] == n - (n_sk - 1)
-
-
-def test_a_sketch_far_behind_after_its_probe_gives_up_its_share():
-    """After ``sketch_probe`` programs, a sketch whose best is more than ``sketch_contention``
-    times the best cost of any sketch keeps ``per_sketch_picks``; the sketches in contention
-    share the rest of the round (a 64-trial budget over five sketches went to them all alike)."""
-    from tecomp.search.evolution import EvolutionarySearch
-    task = tc.SearchTask(W.matmul(64, 64, 64).dag)
-    opt = tc.TuningOptions(population=64, generations=1, eps_greedy=0.0, per_sketch_picks=1,
-                           sketch_warmup=16, sketch_probe=2, sketch_contention=1.5,
-                           fresh_picks=0, verbose=False)
-    search = EvolutionarySearch(task, opt, LikesSketch0())
-    n_sk = len(search.sketches)
-    assert n_sk >= 3
-    lead = n_sk - 1  # the fastest sketch is not the one the model likes
-    for i, sk in enumerate(search.sketches):  # one program: still probing, all warm
-        search.remember(f"a{i}", 1e-3 if i == lead else 4e-3, {"sketch": sk.name})
-    assert search.warming_sketches() == set(range(n_sk))
-    for i, sk in enumerate(search.sketches):  # the second: probed
-        search.remember(f"b{i}", 1e-3 if i == lead else 4e-3, {"sketch": sk.name})
-    search.remember("c", 1.4e-3, {"sketch": search.sketches[1].name})  # within 1.5x the lead
-    assert search.warming_sketches() == {1, lead}
-    n = 4 * n_sk
-    counts = np.bincount([c.sketch for c in search.ask(n)], minlength=n_sk)
-    share = (n - (n_sk - 2)) // 2
-    assert counts[1] == share and counts[lead] == share, counts
-    assert all(counts[i] == 1 for i in range(2, lead)), counts
-    assert counts[0] == n - 2 * share - (n_sk - 3), counts  # 1 + what the ranking fills
-    # a sketch that catches up is in contention again
-    search.remember("d", 1.2e-3, {"sketch": search.sketches[0].name})
-    assert 0 in search.warming_sketches()
