@@ -19,7 +19,7 @@ from ..ir.arith import merge_fused_dims
 from ..ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, UnOp, UnOpKind, Var
 from ..ir.loop import Buffer, PrimFunc
 from ..ir.traverse import walk
-from .cpu_math import exp_f32
+from .cpu_math import exp_f32, log_f32, tanh_f32
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -286,7 +286,9 @@ class ExprEmitter:
         return b.select(c_zero, quot, q)
 
     _MATH = {UnOpKind.EXP: "llvm.exp", UnOpKind.LOG: "llvm.log", UnOpKind.SQRT: "llvm.sqrt",
-             UnOpKind.TANH: "llvm.tanh"}  # tanh lowers to a tanhf/tanh libm call
+             UnOpKind.TANH: "llvm.tanh"}  # float64: exp, log and tanh are libm calls
+    # LLVM has no vector exp, log or tanh: one libm call per lane; these are arithmetic (cpu_math)
+    _F32_MATH = {UnOpKind.EXP: exp_f32, UnOpKind.LOG: log_f32, UnOpKind.TANH: tanh_f32}
 
     def unop(self, e: UnOp) -> ir.Value:
         op, t = e.op, e.a.dtype
@@ -303,8 +305,8 @@ class ExprEmitter:
         if not t.is_float:
             raise TypeError(f"{op.value} of a {t} operand (the IR casts math arguments to float)")
         x = b.fpext(a, FLOAT) if t is dt.float16 else a
-        if op is UnOpKind.EXP and t is not dt.float64:
-            r = exp_f32(self, x)  # LLVM has no vector exp: one libm call per lane (cpu_math)
+        if op in self._F32_MATH and t is not dt.float64:
+            r = self._F32_MATH[op](self, x)
         elif op in self._MATH:
             r = self.call_intr(self._MATH[op], x)
         elif op is UnOpKind.SIGMOID:

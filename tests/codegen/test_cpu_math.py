@@ -1,6 +1,6 @@
-"""The CPU exp (tecomp/codegen/cpu_math.py): within 2 ulp of the correctly rounded float32 exp over
-the whole float range, IEEE special values, the same bits vectorized and scalar, and no libm call
-left in a vectorized loop."""
+"""The CPU exp, log and tanh (tecomp/codegen/cpu_math.py): within 2 ulp of the correctly rounded
+float32 result over the whole float range, IEEE special values, the same bits vectorized and
+scalar, and no libm call left in a vectorized loop."""
 import numpy as np
 import pytest
 
@@ -54,10 +54,56 @@ def test_vector_and_scalar_exp_give_the_same_bits():
     np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))
 
 
-def test_vectorized_exp_and_sigmoid_call_no_libm():
-    for fn in (tc.exp, tc.sigmoid):
+def test_vectorized_math_calls_no_libm():
+    for fn, names in ((tc.exp, ("llvm.exp", "expf")), (tc.sigmoid, ("llvm.exp", "expf")),
+                      (tc.log, ("llvm.log", "logf")), (tc.tanh, ("llvm.tanh", "tanhf"))):
         src = _kernel(fn, 64, True).source()
-        assert "llvm.exp" not in src and "expf" not in src
+        assert not any(n in src for n in names), fn
+
+
+def _log_inputs():
+    rng = np.random.default_rng(11)
+    edges = [2.0 ** -149, 1e-40, 1.1754942e-38, 1.1754944e-38, 0.70710677, 0.7071067, 1.0, 2.0,
+             1.4142135, 3.4e38, np.inf, 0.0, -0.0, -1.0, -np.inf, np.nan, -1e-40]
+    return np.concatenate([np.exp(rng.uniform(-103, 88.7, 20000)), rng.uniform(0, 2, 5000),
+                           edges]).astype("float32")
+
+
+@pytest.mark.parametrize("vector", [True, False])
+def test_log_is_within_two_ulp_and_keeps_special_values(vector):
+    x = _log_inputs()
+    got = _kernel(tc.log, x.size, vector)(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.log(x.astype(np.float64))
+    fin = np.isfinite(want)
+    assert float(np.max(_ulps(got[fin], want[fin]))) <= 2.0
+    assert np.isposinf(got[x == np.inf]).all() and np.isneginf(got[x == 0]).all()
+    assert np.isnan(got[np.isnan(x) | (x < 0)]).all()
+
+
+@pytest.mark.parametrize("vector", [True, False])
+def test_tanh_is_within_two_ulp_and_keeps_special_values(vector):
+    rng = np.random.default_rng(5)
+    edges = [0.0, -0.0, 0.625, -0.625, 0.62499, 9.0, 44.0, 50.0, -100.0, 1e-40, -1e-40,
+             np.inf, -np.inf, np.nan]
+    x = np.concatenate([rng.uniform(-12, 12, 20000),
+                        rng.uniform(-1, 1, 5000) * rng.choice([1e-8, 1e-3, 1.0], 5000),
+                        edges]).astype("float32")
+    got = _kernel(tc.tanh, x.size, vector)(x)
+    want = np.tanh(x.astype(np.float64))
+    ok = ~np.isnan(x)
+    assert float(np.max(_ulps(got[ok], want[ok]))) <= 2.0
+    assert np.isnan(got[~ok]).all()
+    assert np.signbit(got[(x == 0) & np.signbit(x)]).all()
+    assert got[x == np.inf][0] == 1.0 and got[x == -np.inf][0] == -1.0
+
+
+@pytest.mark.parametrize("fn", [tc.log, tc.tanh])
+def test_vector_and_scalar_log_tanh_give_the_same_bits(fn):
+    x = np.abs(_inputs()) if fn is tc.log else _inputs()
+    a = _kernel(fn, x.size, True)(x)
+    b = _kernel(fn, x.size, False)(x)
+    np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))
 
 
 def test_sigmoid_matches_numpy():
