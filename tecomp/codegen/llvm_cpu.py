@@ -32,6 +32,7 @@ from ..ir.loop import (
 )
 from .llvm_expr import I1, I8, I32, I64, PTR, VOID, ExprEmitter, dispatch, ident, mem_type, reg_type
 from .llvm_jit import LOCK, assembly, ensure_init, host_cpu, jit, triple_and_layout
+from .llvm_reduce import emit_reduction_loop
 from .llvm_vector import emit_vector_loop
 from .memory import alloc_flag, check_allocations, failed_allocation, heap_buffers
 from .parallel import emit_parallel
@@ -156,8 +157,13 @@ class StmtEmitter(ExprEmitter):
             raise ValueError(f"loop '{s.var.name}' of kind {s.kind.value} cannot be compiled for CPU")
         getattr(self, name)(s)
 
+    #: a serial loop reducing into one element runs as vector lanes (.llvm_reduce); not on a GPU,
+    #: whose threads are its lanes
+    VECTOR_REDUCTIONS = True
+
     def loop_serial(self, s: For) -> None:
-        self.counted_loop(s)
+        if not (self.VECTOR_REDUCTIONS and emit_reduction_loop(self, s)):
+            self.counted_loop(s)
 
     def loop_parallel(self, s: For) -> None:
         emit_parallel(self, s)  # outlined and run on the thread pool (.parallel)
@@ -165,10 +171,13 @@ class StmtEmitter(ExprEmitter):
     def loop_vectorized(self, s: For) -> None:
         # vector instructions of the host's width (.llvm_vector); when the body cannot be vectorized
         # exactly, the scalar loop with LLVM's vectorize hint
-        if not emit_vector_loop(self, s):
+        if not emit_vector_loop(self, s) and not (self.VECTOR_REDUCTIONS
+                                                  and emit_reduction_loop(self, s)):
             self.counted_loop(s, ["llvm.loop.vectorize.enable", I1(1)])
 
     def loop_unrolled(self, s: For) -> None:
+        if self.VECTOR_REDUCTIONS and emit_reduction_loop(self, s):
+            return
         if isinstance(s.extent, Const) and s.extent.value <= MAX_EMIT_UNROLL:
             self.unroll(s)
         else:

@@ -100,10 +100,9 @@ def test_body_with_inner_loops_and_allocations(threads):
     ref_b = (a * 2)[:, ::-1].copy()
     ref_b[:, K - 1] = 1.0
     np.testing.assert_array_equal(b, ref_b)
-    acc = np.zeros(M, np.float32)
-    for kk in range(K):  # the kernel's summation order, in float32
-        acc += a[:, kk] * np.float32(2)
-    np.testing.assert_array_equal(c, acc + np.float32(1))
+    # the k3 loop is a reduction into one element, emitted as vector lanes (a reassociated sum)
+    acc = (a.astype(np.float64) * 2).sum(axis=1)
+    np.testing.assert_allclose(c, acc + 1, rtol=2e-6, atol=1e-6)
 
 
 def test_dynamic_enclosing_allocation_and_loaded_extent(threads):
