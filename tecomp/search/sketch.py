@@ -8,11 +8,12 @@ is :mod:`tecomp.search.tiling`; which rules a target uses, :mod:`tecomp.search.t
 """
 from __future__ import annotations
 
-from ..ir.expr import IterKind, Select
+from ..ir.expr import IterKind, Reduce, Select, TensorRead, Var
 from ..ir.loop import Scope
 from ..ir.traverse import walk
 from ..lowering.stride_phase import is_zero_insertion
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep, ComputeInlineStep
+from ..schedule.inline import expand_inline
 from ..schedule.rfactor import RfactorStep
 from ..schedule.state import ComputeLocation
 from ..schedule.steps import FuseStep, ReorderStep, SplitStep
@@ -21,9 +22,9 @@ from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
 from .sparse_sketch import SPARSE_RULES
 from .tiling import follow_tiling, multi_level_tile, phase_split
 
-__all__ = ["CPU_RULES", "AlwaysInline", "InlineZeroInsertion", "AddRfactor", "AddCacheWrite",
-           "MultiLevelTiling", "MultiLevelTilingWithFusion", "TileTranspose", "SplitForVector",
-           "MAX_VECTOR"]
+__all__ = ["CPU_RULES", "AlwaysInline", "InlineZeroInsertion", "LanesAcrossReduction",
+           "AddRfactor", "AddCacheWrite", "MultiLevelTiling", "MultiLevelTilingWithFusion",
+           "TileTranspose", "SplitForVector", "MAX_VECTOR"]
 
 #: the longest loop annotation vectorizes whole (tecomp.search.annotate.MAX_VECTOR: the sketch
 #: rules may not import the annotator, which imports them)
@@ -71,6 +72,73 @@ class InlineZeroInsertion(SketchRule):
         p.apply(ComputeInlineStep(sid))
         p.tag("inline_zeros")
         return [(p, sid - 1)]
+
+
+class LanesAcrossReduction(SketchRule):
+    """A reduction over an outer axis of its input (:func:`lanes_across_reduction`):
+    split the last spatial loop, its inner part (a vector hole) innermost, below every reduction
+    loop, so each vector accumulates a run of contiguous elements row after row. Measured on the
+    Zen 4 host: column sums of a 4096 x 1024 matrix ran 13.6 ms with the reduction innermost or
+    rfactored along it (lanes a row apart), against torch's 0.77. With enough spatial work for
+    the cores the other structures are dropped; otherwise rfactor (parallel partials) stays."""
+    name = "rlanes"
+
+    def meet(self, p, sid, task):
+        s = p.state.stages[sid]
+        if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
+                or an.needs_multi_level_tiling(p.state, sid) \
+                or an.has_data_dependent_loops(p.state, sid):
+            return RuleResult.SKIP
+        if lanes_across_reduction(p.state, sid) is None:
+            return RuleResult.SKIP
+        cores = task.hardware.num_cores
+        enough = an.spatial_size(p.state, sid) >= 4 * cores * an.VECTOR_POINTS
+        return RuleResult.APPLY_AND_SKIP_REST if enough else RuleResult.APPLY
+
+    def apply(self, p, sid, task):
+        name = lanes_across_reduction(p.state, sid)
+        pos = p.state.iter_index(sid, name)
+        ext = p.state.stages[sid].iters[pos].const_extent
+        p.apply(SplitStep(sid, pos, (1,), True), lambda i: TileHole(i, ext, 2, vector=True))
+        its = p.state.stages[sid].iters
+        lane = p.state.iter_index(sid, f"{name}.1")
+        order = [k for k, it in enumerate(its) if it.kind is IterKind.SPATIAL and k != lane]
+        order += [k for k, it in enumerate(its) if it.kind is IterKind.REDUCE] + [lane]
+        p.apply(ReorderStep(sid, tuple(order)))
+        p.tag("rlanes")
+        return [(p, sid - 1)]
+
+
+def lanes_across_reduction(state, sid: int) -> str | None:
+    """The name of the stage's last spatial loop when its vector lanes belong across the
+    reduction: a reduction over an outer axis of its input (column sums ``S[j] = sum_k A[k, j]``,
+    a mean over a tensor's channels in NCHW) reads contiguously along that spatial axis and with
+    a stride along every reduction axis, so lanes along the reduction (the rfactor sketch, or the
+    reduction innermost) gather one element per cache line. None where that does not hold: every
+    read that varies along the last spatial axis has it alone as its last index, some read does,
+    and no read's last index involves a reduction axis."""
+    s = state.stages[sid]
+    if s.is_placeholder or s.op.is_ragged or not isinstance(s.op.body, Reduce):
+        return None
+    spatial = [it for it in s.iters if it.kind is IterKind.SPATIAL]
+    if not spatial or (spatial[-1].const_extent or 0) < an.VECTOR_POINTS:
+        return None
+    axis = next((a for a in s.op.axes if a.name == spatial[-1].name), None)
+    if axis is None:
+        return None
+    reduce_ids = {id(a) for a in s.op.reduce_axes}
+    reads = [x for x in walk(expand_inline(state, s.op.body)) if isinstance(x, TensorRead)]
+    along = False
+    for r in reads:
+        if not r.indices:
+            continue
+        if any(isinstance(x, Var) and id(x) in reduce_ids for x in walk(r.indices[-1])):
+            return None
+        uses = any(x is axis for i in r.indices for x in walk(i))
+        if uses and r.indices[-1] is not axis:
+            return None
+        along |= uses
+    return axis.name if along else None
 
 
 class AddRfactor(SketchRule):
@@ -347,6 +415,6 @@ class SplitForVector(SketchRule):
 
 #: The CPU rule list, tried in order for every stage (the sparse rules claim only stages with
 #: data-dependent loops, which the dense tiling would order badly).
-CPU_RULES = [AlwaysInline(), InlineZeroInsertion(), *SPARSE_RULES, AddRfactor(),
-             AddCacheWrite(), MultiLevelTilingWithFusion(), MultiLevelTiling(), TileTranspose(),
-             SplitForVector(), SkipStage()]
+CPU_RULES = [AlwaysInline(), InlineZeroInsertion(), *SPARSE_RULES, LanesAcrossReduction(),
+             AddRfactor(), AddCacheWrite(), MultiLevelTilingWithFusion(), MultiLevelTiling(),
+             TileTranspose(), SplitForVector(), SkipStage()]

@@ -1,7 +1,9 @@
 """Operators written directly in the DSL — no ``tc.ops`` rule knows them — from the categories of
 Ansor's single-operator evaluation: 1-d/3-d/depthwise/grouped/dilated/transposed convolutions, a
 capsule convolution (rank-6 tensors), batch matmul over permuted operands (BERT's Q.K^T per head),
-conv + bias + ReLU, softmax, layer normalization and a Frobenius norm (a reduction to a scalar).
+conv + bias + ReLU, softmax, layer normalization and a Frobenius norm (a reduction to a scalar);
+and beyond Ansor's list, column sums (a reduction over an outer axis), a tanh-form GELU and a
+log-softmax.
 
 Each entry of :data:`OPERATORS` builds a :class:`OpCase` at its ``"bench"`` shape or its
 ``"small"`` one (tests, the interpreter). The reference is numpy in float64; ``torch_fn`` (for the
@@ -266,6 +268,48 @@ def frobenius_norm(M, N, name="frobenius"):
                                     lambda: torch.linalg.matrix_norm(t).reshape(1))())
 
 
+def column_sum(M, N, name="column_sum"):
+    """``S[j] = sum_i X[i, j]``: a reduction over the outer axis of its input, read contiguously
+    along the output's axis and with a stride along the reduction."""
+    X = tc.placeholder((M, N), "float32", name="X")
+    i = tc.reduce_axis(M, name="i")
+    S = tc.compute((N,), lambda j: tc.sum(X[i, j], axis=i), name=name)
+    return OpCase(name, tc.ComputeDAG([X, S]), _inputs(_rand(X.shape)),
+                  lambda x: [x[0].astype(np.float64).sum(axis=0)],
+                  lambda torch, x: (lambda t=torch.from_numpy(x[0]): lambda: t.sum(dim=0))())
+
+
+def gelu_tanh(M, N, name="gelu"):
+    """GELU in its tanh form, elementwise: transcendental math in a vectorized loop."""
+    X = tc.placeholder((M, N), "float32", name="X")
+    Y = tc.compute((M, N), lambda i, j: 0.5 * X[i, j] * (1.0 + tc.tanh(0.7978845608028654 * (
+        X[i, j] + 0.044715 * X[i, j] * X[i, j] * X[i, j]))), name=name)
+
+    def reference(x):
+        v = x[0].astype(np.float64)
+        return [0.5 * v * (1 + np.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)))]
+    return OpCase(name, tc.ComputeDAG([X, Y]), _inputs(_rand(X.shape, -4, 4)), reference,
+                  lambda torch, x: (lambda t=torch.from_numpy(x[0]): lambda:
+                                    torch.nn.functional.gelu(t, approximate="tanh"))())
+
+
+def log_softmax(M, N, name="log_softmax"):
+    """``x - max - log(sum(exp(x - max)))`` along rows: two reductions and a log per row."""
+    X = tc.placeholder((M, N), "float32", name="X")
+    k1, k2 = tc.reduce_axis(N, name="k1"), tc.reduce_axis(N, name="k2")
+    mx = tc.compute((M,), lambda i: tc.max(X[i, k1], axis=k1), name="rowmax")
+    s = tc.compute((M,), lambda i: tc.sum(tc.exp(X[i, k2] - mx[i]), axis=k2), name="rowsum")
+    Y = tc.compute((M, N), lambda i, j: X[i, j] - mx[i] - tc.log(s[i]), name=name)
+
+    def reference(x):
+        v = x[0].astype(np.float64)
+        z = v - v.max(axis=1, keepdims=True)
+        return [z - np.log(np.exp(z).sum(axis=1, keepdims=True))]
+    return OpCase(name, tc.ComputeDAG([X, Y]), _inputs(_rand(X.shape, -4, 4)), reference,
+                  lambda torch, x: (lambda t=torch.from_numpy(x[0]):
+                                    lambda: torch.log_softmax(t, dim=1))())
+
+
 #: name -> {"bench": builder, "small": builder}
 OPERATORS = {
     "conv1d": {"bench": lambda: conv_nd(1, 64, (256,), 128, (3,), stride=2, pad=1, name="conv1d"),
@@ -298,6 +342,9 @@ OPERATORS = {
     "layer_norm": {"bench": lambda: layer_norm(512, 768), "small": lambda: layer_norm(3, 17)},
     "frobenius": {"bench": lambda: frobenius_norm(1024, 1024),
                   "small": lambda: frobenius_norm(7, 13)},
+    "column_sum": {"bench": lambda: column_sum(4096, 1024), "small": lambda: column_sum(9, 35)},
+    "gelu": {"bench": lambda: gelu_tanh(1024, 2048), "small": lambda: gelu_tanh(3, 37)},
+    "log_softmax": {"bench": lambda: log_softmax(512, 1024), "small": lambda: log_softmax(3, 17)},
 }
 
 
