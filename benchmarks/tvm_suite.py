@@ -21,6 +21,14 @@ import os
 import tempfile
 import time
 
+# TVM's thread pool takes at most hardware_concurrency / 2 threads on x86 (it assumes two
+# hyper-threads per core) unless TVM_NUM_THREADS says otherwise, and config_threadpool cannot
+# raise that cap: on this 2-core host without SMT every earlier table ran TVM, its tuning's
+# measurements included, on one thread (its "2 thread" rows equalled the 1-thread ones). A user
+# of TVM on such a host sets this; it must be set before TVM starts (its measuring processes
+# inherit it).
+os.environ.setdefault("TVM_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+
 import numpy as np
 from operator_suite import case_inputs, torch_configs  # this folder's script: the same peer
 
