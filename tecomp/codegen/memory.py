@@ -12,6 +12,7 @@ alloc-failure word (:func:`alloc_flag`); the call then raises ``MemoryError`` na
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 
 import numpy as np
@@ -37,7 +38,10 @@ def aligned_empty(shape, dtype) -> np.ndarray:
     speed the search measured.
     """
     dtype = np.dtype(dtype)
-    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    # math.prod: np.prod cost 3 of the 9.5 microseconds this took (every kernel(x) call's output)
+    n = math.prod(int(d) for d in np.atleast_1d(shape)) if not isinstance(shape, tuple) \
+        else math.prod(int(d) for d in shape)
+    n *= dtype.itemsize
     raw = np.empty(n + ALIGN, np.uint8)
     off = -raw.ctypes.data % ALIGN
     return raw[off:off + n].view(dtype).reshape(shape)
