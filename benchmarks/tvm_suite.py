@@ -9,7 +9,7 @@ TVM is a benchmark-only dependency, never tecomp's. Install it into benchmarks/.
     benchmarks/.venv/bin/pip install "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.14.post1" \
         psutil cloudpickle tornado
     benchmarks/run.sh tvm_suite.py [--trials 64] [--only softmax conv1d ...] [--logdir DIR] \
-        [--reuse-tvm] [--target '{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}']
+        [--reuse-tvm] [--reuse-tecomp] [--target '{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}']
 
 Prints per operator the timing table, then a summary: trials and tuning wall time of both tuners,
 best ms of tecomp, torch and TVM, and the ratios (peer time / tecomp time: above 1, tecomp is
@@ -209,6 +209,9 @@ def main():
     ap.add_argument("--reuse-tvm", action="store_true",
                     help="compile TVM's best from its database in --logdir instead of tuning it "
                          "again (re-timing after a change to tecomp; tecomp is tuned anew)")
+    ap.add_argument("--reuse-tecomp", action="store_true",
+                    help="time tecomp's log in --logdir as it is instead of tuning (re-timing "
+                         "both on a quieter host; the tuning times printed are then 0)")
     args = ap.parse_args()
     target = json.loads(args.target)
     logdir = args.logdir or tempfile.mkdtemp(prefix="tvm_suite_")
@@ -222,6 +225,9 @@ def main():
         case = operator_case(name)
         log = os.path.join(logdir, f"{name}.jsonl")
         t0 = time.perf_counter()
+        if args.reuse_tecomp and os.path.exists(log):
+            tuned[name] = (sum(1 for _ in open(log)), 0.0)
+            continue
         tc_trials = tc.tune(tc.SearchTask(case.dag, "llvm"), trials=args.trials, log=log,
                             options=tc.TuningOptions(verbose=False)).trials
         tuned[name] = (tc_trials, time.perf_counter() - t0)
