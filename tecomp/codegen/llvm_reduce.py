@@ -102,16 +102,7 @@ def _halve(em, op, t, v: ir.Value) -> ir.Value:
 
 def _chunk(em: VectorEmitter, e, n: int, base: ir.Value) -> ir.Value:
     """``e`` for lanes ``base .. base + n - 1`` as an ``n``-lane vector."""
-    em.n, em.mask = n, None
-    vt = reg_type(em.lane.dtype)
-    em.lane_vec = em.raw.add(em.splat(base), ir.Constant(ir.VectorType(vt, n), list(range(n))))
-    em.base = base
-    em.vars[id(em.lane)] = base
-    try:
-        return em.expr(e)
-    finally:
-        del em.vars[id(em.lane)]
-        em.reset()
+    return em.at_lanes(n, base, lambda: em.expr(e))
 
 
 def _tree(em, op, t, vals: list) -> ir.Value:

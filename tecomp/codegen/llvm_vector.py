@@ -404,15 +404,15 @@ class VectorEmitter(ExprEmitter):
             del self.vars[id(s.var)]
         counted(self.raw, begin, self.raw.add(begin, extent), ident(s.var.name), body)
 
-    def chunk(self, n: int, base: ir.Value) -> None:
-        """The body for lanes ``base .. base + n - 1``, all active."""
+    def at_lanes(self, n: int, base: ir.Value, emit):
+        """``emit()``'s result with the loop variable at lanes ``base .. base + n - 1``."""
         self.n, self.mask = n, None
         vt = reg_type(self.lane.dtype)
         self.lane_vec = self.raw.add(self.splat(base), ir.Constant(ir.VectorType(vt, n), list(range(n))))
         self.base = base
         self.vars[id(self.lane)] = base  # the owner computes unit-stride addresses at lane 0
         try:
-            self.stmt(self.loop.body)
+            return emit()
         finally:
             del self.vars[id(self.lane)]
             self.reset()
@@ -433,16 +433,18 @@ def emit_vector_loop(owner, s: For) -> bool:
     vt = reg_type(s.var.dtype)
     begin = owner.int_to(owner.stmt_expr(s.begin), s.begin.dtype, vt)
     em = VectorEmitter(owner, s)
+    def chunk(n, base):  # the body for lanes base .. base + n - 1
+        em.at_lanes(n, base, lambda: em.stmt(s.body))
     full, rest = divmod(extent, lanes)
     b = owner.b
     if full <= MAX_CHUNKS_UNROLLED:
         for c in range(full):
-            em.chunk(lanes, b.add(begin, vt(c * lanes), flags=["nsw"]) if c else begin)
+            chunk(lanes, b.add(begin, vt(c * lanes), flags=["nsw"]) if c else begin)
     else:
         counted(b, vt(0), vt(full), f"{ident(s.var.name)}.vec",
-                lambda c: em.chunk(lanes, b.add(begin, b.mul(c, vt(lanes), flags=["nsw"]),
+                lambda c: chunk(lanes, b.add(begin, b.mul(c, vt(lanes), flags=["nsw"]),
                                                  flags=["nsw"])))
     if rest:
-        em.chunk(rest, b.add(begin, vt(full * lanes), flags=["nsw"]))
+        chunk(rest, b.add(begin, vt(full * lanes), flags=["nsw"]))
     owner.cache = {}
     return True
