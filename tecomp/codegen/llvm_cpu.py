@@ -161,8 +161,12 @@ class StmtEmitter(ExprEmitter):
     #: whose threads are its lanes
     VECTOR_REDUCTIONS = True
 
+    def vector_reduction(self, s: For) -> bool:
+        """Emit ``s`` as a vector reduction where it is one (True), else nothing (False)."""
+        return self.VECTOR_REDUCTIONS and emit_reduction_loop(self, s)
+
     def loop_serial(self, s: For) -> None:
-        if not (self.VECTOR_REDUCTIONS and emit_reduction_loop(self, s)):
+        if not self.vector_reduction(s):
             self.counted_loop(s)
 
     def loop_parallel(self, s: For) -> None:
@@ -171,12 +175,11 @@ class StmtEmitter(ExprEmitter):
     def loop_vectorized(self, s: For) -> None:
         # vector instructions of the host's width (.llvm_vector); when the body cannot be vectorized
         # exactly, the scalar loop with LLVM's vectorize hint
-        if not emit_vector_loop(self, s) and not (self.VECTOR_REDUCTIONS
-                                                  and emit_reduction_loop(self, s)):
+        if not emit_vector_loop(self, s) and not self.vector_reduction(s):
             self.counted_loop(s, ["llvm.loop.vectorize.enable", I1(1)])
 
     def loop_unrolled(self, s: For) -> None:
-        if self.VECTOR_REDUCTIONS and emit_reduction_loop(self, s):
+        if self.vector_reduction(s):
             return
         if isinstance(s.extent, Const) and s.extent.value <= MAX_EMIT_UNROLL:
             self.unroll(s)

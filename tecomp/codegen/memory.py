@@ -39,9 +39,8 @@ def aligned_empty(shape, dtype) -> np.ndarray:
     """
     dtype = np.dtype(dtype)
     # math.prod: np.prod cost 3 of the 9.5 microseconds this took (every kernel(x) call's output)
-    n = math.prod(int(d) for d in np.atleast_1d(shape)) if not isinstance(shape, tuple) \
-        else math.prod(int(d) for d in shape)
-    n *= dtype.itemsize
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    n = math.prod(int(d) for d in dims) * dtype.itemsize
     raw = np.empty(n + ALIGN, np.uint8)
     off = -raw.ctypes.data % ALIGN
     return raw[off:off + n].view(dtype).reshape(shape)
