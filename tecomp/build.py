@@ -59,6 +59,7 @@ class Kernel:
         self._free = [t for t in dag.inputs if t.name not in self._bound[0]]
         self._cache_entry = None  # keeps its entry of the build cache alive (_BoundEntry)
         self._memo = CallMemo()  # the last checked call's arrays (see tecomp.call_memo)
+        self._index_checks = self._validator.active  # fixed with the DAG; read on every call
 
     @property
     def loop_ir(self) -> PrimFunc:
@@ -164,20 +165,31 @@ class Kernel:
         return self._compiled.source
 
     def __call__(self, *inputs, out=None):
+        if out is not None:  # the same arrays as the last checked call: only index data again
+            outs = out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
+            run = self._memo.lookup(inputs + outs)
+            if run is not None:
+                if self._index_checks:
+                    self._validator.check(self._with_constants(inputs))
+                run()
+                return outs[0] if len(outs) == 1 else outs
         if self.target.kind is TargetKind.CUDA and _on_device(inputs, out):
             return self._call_device(inputs, out)
-        if out is not None:  # the same arrays as the last checked call: only index data again
-            outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-            if self._memo.matches(inputs + outs):
-                if self._validator.active:
-                    self._validator.check(self._with_constants(inputs))
-                self._compiled.run([*inputs, *self._bound[1], *outs])
-                return outs[0] if len(outs) == 1 else outs
         arrays, outs = self._prepare(inputs, out)
         self._compiled.run(arrays)
         if out is not None:
-            self._memo.remember(tuple(arrays[:len(self._free)]) + tuple(outs), len(outs))
+            self._memo.remember(tuple(arrays[:len(self._free)]) + tuple(outs), len(outs),
+                                self._runner(arrays))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _runner(self, arrays):
+        """Runs the kernel on ``arrays`` again without holding them (the memo's record checks
+        they are alive and unchanged first)."""
+        if self.target.kind is TargetKind.CUDA:
+            refs = [weakref.ref(a) for a in arrays]
+            compiled = self._compiled
+            return lambda: compiled.run([r() for r in refs])
+        return self._compiled.bind(arrays, keep=False)
 
     def emulate(self, *inputs, out=None):
         """Run through the loop-IR interpreter (slow; the oracle, and GPU emulation)."""

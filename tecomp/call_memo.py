@@ -8,6 +8,10 @@ outputs and inputs) cost about 4 microseconds a call, a fifth of a 20-microsecon
 object as last time, still alive, with the same shape, dtype object and flags, passes them
 again; only index data (a sparse kernel's indices, which the caller may rewrite in place) is
 validated on every call, by the caller.
+
+With the record goes the call itself, its addresses taken once (``CompiledCPU.bind`` without
+keeping the arrays): a matching call then costs about 0.8 microseconds in all, where checking
+and converting the arguments again took 2.
 """
 from __future__ import annotations
 
@@ -18,30 +22,36 @@ __all__ = ["CallMemo"]
 
 class CallMemo:
     """One kernel's last checked call: per argument a weak reference, its shape, its dtype and
-    whether it must be writeable (an output). Swapped whole, so concurrent callers never see
-    half of one call's record."""
+    whether it must be writeable (an output), and a zero-argument callable that runs the kernel on
+    those arrays. Swapped whole, so concurrent callers never see half of one call's record."""
 
     __slots__ = ("_entry",)
 
     def __init__(self):
         self._entry = None
 
-    def remember(self, args, n_out: int) -> None:
-        """Record ``args`` (the inputs, then the ``n_out`` outputs), which passed every check."""
+    def remember(self, args, n_out: int, run) -> None:
+        """Record ``args`` (the inputs, then the ``n_out`` outputs), which passed every check, and
+        ``run``, which runs the kernel on them. ``run`` must not hold the arrays (the record
+        must not keep a caller's arrays alive), only what it needs to run on them while they
+        live."""
         n_in = len(args) - n_out
-        self._entry = tuple((weakref.ref(a), a.shape, a.dtype, k >= n_in)
-                            for k, a in enumerate(args))
+        self._entry = (tuple((weakref.ref(a), a.shape, a.dtype, k >= n_in)
+                             for k, a in enumerate(args)), run)
 
-    def matches(self, args) -> bool:
-        """Whether ``args`` are the very arrays of the remembered call, unchanged in shape,
-        dtype, contiguity and (outputs) writeability."""
+    def lookup(self, args):
+        """The remembered call's runner if ``args`` are its very arrays, unchanged in shape,
+        dtype, contiguity and (outputs) writeability; else None."""
         entry = self._entry
-        if entry is None or len(args) != len(entry):
-            return False
-        for a, (ref, shape, dtype, is_out) in zip(args, entry):
+        if entry is None:
+            return None
+        record, run = entry
+        if len(args) != len(record):
+            return None
+        for a, (ref, shape, dtype, is_out) in zip(args, record):
             if ref() is not a or a.shape != shape or a.dtype is not dtype:
-                return False
+                return None
             flags = a.flags
             if not flags.c_contiguous or (is_out and not flags.writeable):
-                return False
-        return True
+                return None
+        return run

@@ -383,21 +383,22 @@ class CompiledCPU:
         if self._alloc_flag is not None and self._alloc_flag.value:
             self._alloc_flag.raise_error(self.func)
 
-    def bind(self, arrays: list):
+    def bind(self, arrays: list, keep: bool = True):
         """A zero-argument callable that runs the kernel on ``arrays`` (as :meth:`run`) with their
-        addresses taken once; it keeps the arrays and this compiled code alive (a kernel dropped
-        by its caller while the callable lives must not take the machine code with it)."""
+        addresses taken once; it keeps this compiled code alive (a kernel dropped by its caller
+        while the callable lives must not take the machine code with it) and, with ``keep``, the
+        arrays too. Without ``keep`` the caller must make sure they are alive at each call."""
         if len(arrays) != len(self.func.params):
             raise ValueError(f"{self.func.name} takes {len(self.func.params)} arrays, "
                              f"got {len(arrays)}")
         addresses = [a.ctypes.data for a in arrays]
-        cfunc, flag, func, keep = self._cfunc, self._alloc_flag, self.func, list(arrays)
+        cfunc, flag, func = self._cfunc, self._alloc_flag, self.func
 
         def call() -> None:
             cfunc(*addresses)
             if flag is not None and flag.value:
                 flag.raise_error(func)
-        call.arrays = keep
+        call.arrays = list(arrays) if keep else None
         call.compiled = self  # the engine that owns the code cfunc points into
         return call
 

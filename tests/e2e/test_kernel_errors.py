@@ -156,3 +156,22 @@ def test_a_repeated_sparse_call_validates_its_indices_every_time(spmm):
     args[1][1] = 6  # rewritten in place between calls: the memo must not skip the index check
     with pytest.raises(ValueError, match="indices"):
         kernel(*args, out=out)
+
+
+def test_the_call_memo_keeps_no_array_alive(add_kernel):
+    # the memo's runner holds addresses, not arrays: dropping the caller's arrays frees them,
+    # and arrays made afterwards (maybe at the same addresses) are checked and computed anew
+    import gc
+    import weakref
+    a, b = _args()
+    out = np.empty((4, 5), np.float32)
+    add_kernel(a, b, out=out)
+    add_kernel(a, b, out=out)
+    refs = [weakref.ref(x) for x in (a, b, out)]
+    del a, b, out
+    gc.collect()
+    assert all(r() is None for r in refs)
+    a, b = _args()
+    out = np.full((4, 5), np.nan, np.float32)
+    assert add_kernel(a, b, out=out) is out
+    np.testing.assert_allclose(out, a + b, rtol=1e-6)
