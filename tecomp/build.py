@@ -178,18 +178,10 @@ class Kernel:
         arrays, outs = self._prepare(inputs, out)
         self._compiled.run(arrays)
         if out is not None:
+            # the runner holds no array: the memo's record checks they are alive first
             self._memo.remember(tuple(arrays[:len(self._free)]) + tuple(outs), len(outs),
-                                self._runner(arrays))
+                                self._compiled.bind(arrays, keep=False))
         return outs[0] if len(outs) == 1 else tuple(outs)
-
-    def _runner(self, arrays):
-        """Runs the kernel on ``arrays`` again without holding them (the memo's record checks
-        they are alive and unchanged first)."""
-        if self.target.kind is TargetKind.CUDA:
-            refs = [weakref.ref(a) for a in arrays]
-            compiled = self._compiled
-            return lambda: compiled.run([r() for r in refs])
-        return self._compiled.bind(arrays, keep=False)
 
     def emulate(self, *inputs, out=None):
         """Run through the loop-IR interpreter (slow; the oracle, and GPU emulation)."""
@@ -347,7 +339,8 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
     if schedule is not None and getattr(schedule, "dag", None) is not dag:
         raise ValueError("the schedule was made for a different ComputeDAG")
     sched_key = "default" if schedule is None else schedule.key
-    key = (dag.workload_key, sched_key, str(target), target.features, _constants_key(constants))
+    from .lowering.constants import constants_key
+    key = (dag.workload_key, sched_key, str(target), target.features, constants_key(constants))
     entry = None
     with _CACHE_LOCK:
         hit = _CACHE.get(key) if cache else None
@@ -397,19 +390,6 @@ def _check_constants(dag: ComputeDAG, target: Target, constants) -> dict:
     from .lowering.constants import check_constants
     # copies, read-only, on a cache line (a weight bound as it is, not packed, too)
     return check_constants(dag, constants, empty=aligned_empty)
-
-
-def _constants_key(constants) -> str:
-    """The cache key part of ``constants``: a hash of names, dtypes, shapes and bytes."""
-    if not constants:
-        return ""
-    import hashlib
-    h = hashlib.sha256()
-    for name in sorted(constants):
-        a = constants[name]
-        h.update(f"{name}:{a.dtype}:{a.shape};".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 def _split_constants(dag: ComputeDAG, func: PrimFunc, constants: dict) -> tuple:

@@ -20,6 +20,8 @@ kernel runs, so building PTX never needs cuda-python.
 """
 from __future__ import annotations
 
+import weakref
+
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
@@ -231,6 +233,14 @@ class CompiledCuda:
         self.run_device(dev)
         for a, d in zip(arrays[n_in:], dev[n_in:]):
             d.to_numpy(out=a)
+
+    def bind(self, arrays: list, keep: bool = True):
+        """A zero-argument callable that runs on numpy ``arrays`` as :meth:`run` does, holding
+        them (``keep``) or only weak references (the caller keeps them alive)."""
+        if keep:
+            return lambda: self.run(list(arrays))
+        refs = [weakref.ref(a) for a in arrays]
+        return lambda: self.run([r() for r in refs])
 
     def run_device(self, device_arrays: list) -> None:
         """Run on device arrays (``DeviceArray``s, in ``func.params`` order), zero-copy; global

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..ir.loop import Allocate, PrimFunc, Seq, buffer_accesses, seq
 
-__all__ = ["ConstantSplit", "split_constants", "check_constants"]
+__all__ = ["ConstantSplit", "split_constants", "check_constants", "constants_key"]
 
 
 @dataclass
@@ -168,3 +168,17 @@ def _written(nests) -> set:
     for s in nests:
         out |= _reads_writes(s)[1]
     return out
+
+
+def constants_key(constants) -> str:
+    """The build cache's key part for ``constants`` (name -> array, or None): a hash of the
+    names, dtypes, shapes and bytes; empty without constants."""
+    if not constants:
+        return ""
+    import hashlib
+    h = hashlib.sha256()
+    for name in sorted(constants):
+        a = constants[name]
+        h.update(f"{name}:{a.dtype}:{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()

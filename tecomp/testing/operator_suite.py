@@ -1,9 +1,9 @@
 """Operators written directly in the DSL — no ``tc.ops`` rule knows them — from the categories of
 Ansor's single-operator evaluation: 1-d/3-d/depthwise/grouped/dilated/transposed convolutions, a
-capsule convolution (rank-6 tensors), batch matmul over permuted operands (BERT's Q.K^T per head),
-conv + bias + ReLU, softmax, layer normalization and a Frobenius norm (a reduction to a scalar);
-and beyond Ansor's list, column sums (a reduction over an outer axis), a tanh-form GELU and a
-log-softmax.
+capsule convolution (rank-6 tensors), batch matmuls over permuted operands (BERT's Q.K^T and
+P.V per head), conv + bias + ReLU, softmax, layer normalization and a Frobenius norm (a reduction
+to a scalar); and beyond Ansor's list, column sums (a reduction over an outer axis), a tanh-form
+GELU and a log-softmax.
 
 Each entry of :data:`OPERATORS` builds a :class:`OpCase` at its ``"bench"`` shape or its
 ``"small"`` one (tests, the interpreter). The reference is numpy in float64; ``torch_fn`` (for the
@@ -223,6 +223,24 @@ def batch_matmul_qkt(B, Hh, L, D, name="qkt"):
                   torch_fn)
 
 
+def batch_matmul_pv(B, Hh, L, D, name="pv"):
+    """Attention output per head, ``O[b, i, h, d] = sum_k P[b, h, i, k] V[b, k, h, d]``: the
+    probabilities by head, V and the output in the (batch, sequence, head, dim) layout that the
+    next projection reads (torch: a matmul on permuted views, then the copy to that layout)."""
+    P = tc.placeholder((B, Hh, L, L), "float32", name="P")
+    V = tc.placeholder((B, L, Hh, D), "float32", name="V")
+    rk = tc.reduce_axis(L, name="rk")
+    O = tc.compute((B, L, Hh, D), lambda b, i, h, d: tc.sum(P[b, h, i, rk] * V[b, rk, h, d],
+                                                            axis=rk), name=name)
+
+    def torch_fn(torch, x):
+        p, v = torch.from_numpy(x[0]), torch.from_numpy(x[1]).permute(0, 2, 1, 3)
+        return lambda: torch.matmul(p, v).permute(0, 2, 1, 3).contiguous()
+    return OpCase(name, tc.ComputeDAG([P, V, O]), _inputs(_rand(P.shape), _rand(V.shape)),
+                  lambda x: [np.einsum("bhik,bkhd->bihd", *(a.astype(np.float64) for a in x))],
+                  torch_fn)
+
+
 def matmul(M, N, K, name="matmul"):
     A, Bm = tc.placeholder((M, K), "float32", name="A"), tc.placeholder((K, N), "float32", name="B")
     k = tc.reduce_axis(K, name="k")
@@ -337,6 +355,8 @@ OPERATORS = {
                 "small": lambda: capsule_conv(1, 4, 2, 2, 3, 2, 1, cap=2)},
     "qkt": {"bench": lambda: batch_matmul_qkt(1, 12, 128, 64),
             "small": lambda: batch_matmul_qkt(1, 2, 5, 4)},
+    "pv": {"bench": lambda: batch_matmul_pv(1, 12, 128, 64),
+           "small": lambda: batch_matmul_pv(1, 2, 5, 4)},
     "matmul": {"bench": lambda: matmul(512, 512, 512), "small": lambda: matmul(7, 9, 5)},
     "softmax": {"bench": lambda: softmax(1024, 1024), "small": lambda: softmax(3, 17)},
     "layer_norm": {"bench": lambda: layer_norm(512, 768), "small": lambda: layer_norm(3, 17)},

@@ -154,3 +154,24 @@ def test_calling_without_gpu_raises():
     with pytest.raises(rt.CudaUnavailableError):
         k(a, b)
     np.testing.assert_allclose(k.emulate(a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_bound_cuda_call_holds_its_arrays_only_when_asked():
+    # Kernel's call memo binds a runner without keeping the caller's arrays alive
+    import gc
+    import weakref
+    wl = W.matmul(8, 8, 8)
+    k = tc.build(wl.dag, target="cuda", cache=False)
+    arrays = [*wl.make_inputs(np.random.default_rng(0)), np.empty((8, 8), np.float32)]
+    refs = [weakref.ref(a) for a in arrays]
+    kept = k.compiled.bind(arrays)
+    loose = k.compiled.bind(arrays, keep=False)
+    del arrays
+    gc.collect()
+    assert all(r() is not None for r in refs)
+    del kept
+    gc.collect()
+    assert all(r() is None for r in refs)
+    if not rt.available():
+        with pytest.raises(rt.CudaUnavailableError):
+            loose()
