@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .protocol import TECOMP, Comparison, compare
+from .protocol import TECOMP, Comparison, compare, settle
 
 __all__ = ["check_output", "Result", "run_comparison", "compare_workload", "print_header",
            "print_host_check", "geomean"]
@@ -70,8 +70,12 @@ def print_header(out=print, peak: float | None = None) -> None:
 def print_host_check(out=print, peak: float | None = None) -> float:
     """Print how much of the cores this process had (:func:`~tecomp.bench.peak.host_check`; the
     all-core FMA peak measured unless ``peak`` is given), with a WARNING line when another
-    tenant held some: a long comparison calls it at its start and at its end. Returns the share."""
+    tenant held some: a long comparison calls it at its start and at its end. It first waits until
+    this process's own threads are idle (:func:`~tecomp.bench.protocol.settle`). Returns the share."""
     from .peak import host_check
+    # the libraries timed last keep spinning for a while (OpenBLAS, OpenMP, ONNX Runtime's
+    # pools): measured at once, the closing check counted this process's own threads as a tenant
+    settle()
     share, warn = host_check(peak)
     out(f"cores free   {share:.0%} (all-core FMA rate against the cores x one thread's)")
     if warn:
