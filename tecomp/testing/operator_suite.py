@@ -11,6 +11,7 @@ benchmarks, where torch exists) returns a callable computing the same with torch
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Callable
 
@@ -209,36 +210,44 @@ def capsule_conv(N, H, CI, CO, K, stride, pad, cap=4, name="capsule"):
 def batch_matmul_qkt(B, Hh, L, D, name="qkt"):
     """Attention scores per head, ``S[b, h, i, j] = sum_d Q[b, i, h, d] K[b, j, h, d]``, reading
     Q and K in the (batch, sequence, head, dim) layout a BERT projection writes."""
-    Q = tc.placeholder((B, L, Hh, D), "float32", name="Q")
-    Kt = tc.placeholder((B, L, Hh, D), "float32", name="K")
-    rd = tc.reduce_axis(D, name="rd")
-    S = tc.compute((B, Hh, L, L), lambda b, h, i, j: tc.sum(Q[b, i, h, rd] * Kt[b, j, h, rd],
-                                                            axis=rd), name=name)
-
     def torch_fn(torch, x):
         q, k = (torch.from_numpy(a).permute(0, 2, 1, 3) for a in x)
         return lambda: torch.matmul(q, k.transpose(-1, -2))
-    return OpCase(name, tc.ComputeDAG([Q, Kt, S]), _inputs(_rand(Q.shape), _rand(Kt.shape)),
-                  lambda x: [np.einsum("bihd,bjhd->bhij", *(a.astype(np.float64) for a in x))],
-                  torch_fn)
+    return _einsum_case(name, "bihd,bjhd->bhij", dict(b=B, h=Hh, i=L, j=L, d=D), ("Q", "K"),
+                        torch_fn)
 
 
 def batch_matmul_pv(B, Hh, L, D, name="pv"):
     """Attention output per head, ``O[b, i, h, d] = sum_k P[b, h, i, k] V[b, k, h, d]``: the
     probabilities by head, V and the output in the (batch, sequence, head, dim) layout that the
     next projection reads (torch: a matmul on permuted views, then the copy to that layout)."""
-    P = tc.placeholder((B, Hh, L, L), "float32", name="P")
-    V = tc.placeholder((B, L, Hh, D), "float32", name="V")
-    rk = tc.reduce_axis(L, name="rk")
-    O = tc.compute((B, L, Hh, D), lambda b, i, h, d: tc.sum(P[b, h, i, rk] * V[b, rk, h, d],
-                                                            axis=rk), name=name)
-
     def torch_fn(torch, x):
         p, v = torch.from_numpy(x[0]), torch.from_numpy(x[1]).permute(0, 2, 1, 3)
         return lambda: torch.matmul(p, v).permute(0, 2, 1, 3).contiguous()
-    return OpCase(name, tc.ComputeDAG([P, V, O]), _inputs(_rand(P.shape), _rand(V.shape)),
-                  lambda x: [np.einsum("bhik,bkhd->bihd", *(a.astype(np.float64) for a in x))],
-                  torch_fn)
+    return _einsum_case(name, "bhik,bkhd->bihd", dict(b=B, h=Hh, i=L, k=L, d=D), ("P", "V"),
+                        torch_fn)
+
+
+def _einsum_case(name, spec: str, sizes: dict, names: tuple, torch_fn) -> OpCase:
+    """The two-input contraction ``spec`` (``"ab,bc->ac"``: one letter an axis, ``sizes`` its
+    extent) written in the DSL: inputs named ``names``, the loops named by the letters and a
+    reduction axis ``r<letter>`` per letter missing from the output; the reference is
+    ``numpy.einsum`` in float64."""
+    (a_s, b_s), out = spec.split("->")[0].split(","), spec.split("->")[1]
+    A = tc.placeholder(tuple(sizes[c] for c in a_s), "float32", name=names[0])
+    Bt = tc.placeholder(tuple(sizes[c] for c in b_s), "float32", name=names[1])
+    red = {c: tc.reduce_axis(sizes[c], name=f"r{c}") for c in dict.fromkeys(a_s + b_s)
+           if c not in out}
+
+    def body(*idx):
+        at = dict(zip(out, idx), **red)
+        return tc.sum(A[tuple(at[c] for c in a_s)] * Bt[tuple(at[c] for c in b_s)],
+                      axis=list(red.values()))
+    P = inspect.Parameter  # the loops take the letters' names, as a lambda's parameters would
+    body.__signature__ = inspect.Signature([P(c, P.POSITIONAL_OR_KEYWORD) for c in out])
+    Y = tc.compute(tuple(sizes[c] for c in out), body, name=name)
+    return OpCase(name, tc.ComputeDAG([A, Bt, Y]), _inputs(_rand(A.shape), _rand(Bt.shape)),
+                  lambda x: [np.einsum(spec, *(a.astype(np.float64) for a in x))], torch_fn)
 
 
 def matmul(M, N, K, name="matmul"):
