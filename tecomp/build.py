@@ -13,6 +13,7 @@ from .ir.dag import ComputeDAG
 from .ir.loop import PrimFunc, verify
 from .ir.validate import IndexValidator
 from .lowering import lower
+from .lowering.constants import constants_key
 from .target import Target, TargetKind
 
 __all__ = ["build", "Kernel"]
@@ -339,7 +340,6 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
     if schedule is not None and getattr(schedule, "dag", None) is not dag:
         raise ValueError("the schedule was made for a different ComputeDAG")
     sched_key = "default" if schedule is None else schedule.key
-    from .lowering.constants import constants_key
     key = (dag.workload_key, sched_key, str(target), target.features, constants_key(constants))
     entry = None
     with _CACHE_LOCK:

@@ -10,8 +10,8 @@ again; only index data (a sparse kernel's indices, which the caller may rewrite 
 validated on every call, by the caller.
 
 With the record goes the call itself, its addresses taken once (``CompiledCPU.bind`` without
-keeping the arrays): a matching call then costs about 0.8 microseconds in all, where checking
-and converting the arguments again took 2.
+keeping the arrays): ``kernel(x, out=y)`` on the same arrays then costs about 1.4 microseconds
+in all (Zen 4), where converting the arguments to addresses again made it 2.1.
 """
 from __future__ import annotations
 
