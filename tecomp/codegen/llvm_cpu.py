@@ -33,6 +33,7 @@ from ..ir.loop import (
 from .llvm_expr import I1, I8, I32, I64, PTR, VOID, ExprEmitter, dispatch, ident, mem_type, reg_type
 from .llvm_jit import LOCK, assembly, ensure_init, host_cpu, jit, triple_and_layout
 from .llvm_reduce import emit_reduction_loop
+from .llvm_transpose import emit_transpose_copy
 from .llvm_vector import emit_vector_loop
 from .memory import alloc_flag, check_allocations, failed_allocation, heap_buffers
 from .parallel import emit_parallel
@@ -165,8 +166,16 @@ class StmtEmitter(ExprEmitter):
         """Emit ``s`` as a vector reduction where it is one (True), else nothing (False)."""
         return self.VECTOR_REDUCTIONS and emit_reduction_loop(self, s)
 
+    #: a copy between two loops that transposes runs as blocked register transposes
+    #: (.llvm_transpose); not on a GPU
+    TRANSPOSE_COPIES = True
+
+    def transpose_copy(self, s: For) -> bool:
+        """Emit ``s`` as register transposes where it is a transposing copy (True)."""
+        return self.TRANSPOSE_COPIES and emit_transpose_copy(self, s)
+
     def loop_serial(self, s: For) -> None:
-        if not self.vector_reduction(s):
+        if not self.transpose_copy(s) and not self.vector_reduction(s):
             self.counted_loop(s)
 
     def loop_parallel(self, s: For) -> None:
@@ -179,7 +188,7 @@ class StmtEmitter(ExprEmitter):
             self.counted_loop(s, ["llvm.loop.vectorize.enable", I1(1)])
 
     def loop_unrolled(self, s: For) -> None:
-        if self.vector_reduction(s):
+        if self.transpose_copy(s) or self.vector_reduction(s):
             return
         if isinstance(s.extent, Const) and s.extent.value <= MAX_EMIT_UNROLL:
             self.unroll(s)

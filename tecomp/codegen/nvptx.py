@@ -66,6 +66,7 @@ class KernelEmitter(StmtEmitter):
     _STMT = {**StmtEmitter._STMT, Barrier: "emit_barrier"}
     _LOOP = {**StmtEmitter._LOOP, ForKind.THREAD_BOUND: "loop_thread"}
     VECTOR_REDUCTIONS = False
+    TRANSPOSE_COPIES = False
 
     def __init__(self, func: PrimFunc, module: ir.Module, launch):
         # not StmtEmitter.__init__: the function is one kernel of a shared module
