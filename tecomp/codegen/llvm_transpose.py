@@ -65,6 +65,8 @@ def transpose_plan(s: For, reg_bits: int):
     if p is None or strides[q][0] != 1 or strides[q][1] == 0:
         return None
     ep, eq = int(p.extent.value), int(q.extent.value)
+    if q is t and eq < 2 * MIN_BLOCK:
+        return None  # a panel under 8 wide written innermost: LLVM's interleaved stores do it
     # no destination element written twice: the copies may then run in any order
     if abs(strides[p][0]) < eq:
         return None

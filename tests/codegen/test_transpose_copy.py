@@ -77,7 +77,7 @@ def test_a_panel_copy_is_planned_as_a_transpose():
 
 
 def test_a_panel_narrower_than_a_block_takes_a_wide_block():
-    dag, s = _panels(4, 64, 6, "float32", "akb")
+    dag, s = _panels(4, 64, 6, "float32", "abk")
     (plan,) = [p for p in map(lambda x: transpose_plan(x, 512), _inner_nests(tc.lower(s))) if p]
     assert plan[3] == 8
 
