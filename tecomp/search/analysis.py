@@ -226,6 +226,22 @@ def small_reduction(state: State, sid: int) -> bool:
         and reduce_size(state, sid) <= SMALL_REDUCTION
 
 
+def batch_axes(state: State, sid: int) -> set:
+    """Names of the stage's spatial axes that index every tensor its body reads, when it reads
+    two or more (a batched matmul's batch and head axes, ``h`` of ``P[b, h, i, k] * V[b, k, h,
+    d]``): a register tile's rows along such an axis reuse no load, since each row needs its own
+    vector operand and its own broadcast."""
+    op = state.stages[sid].op
+    reads = [x for x in walk(op.body) if isinstance(x, TensorRead)]
+    if len({id(r.tensor) for r in reads}) < 2:
+        return set()
+    # an axis indexes a read when it is a term of an index (``o // 32``, a grouped conv's group,
+    # is coarser: the rows of one group share the input)
+    used = [{id(atom) for i in r.indices for atom, c in to_linear(i).terms.values()
+             if isinstance(atom, Var) and c} for r in reads]
+    return {a.name for a in op.axes if all(id(a) in u for u in used)}
+
+
 #: a row loop shorter than this is fused with the loop outside it (:func:`row_fusion`)
 SHORT_ROW = 16
 

@@ -73,7 +73,10 @@ def sample_register_tiles(rng, sketch: Sketch, hardware, table: dict, sample_til
                 or not rows and rng.random() >= REGISTER_TILE_PROB:
             continue
         vi, vh = vec[0]
-        others = rows or [(i, h) for i, h in holes if i != vi and h.extent > 1]
+        # rows along a batch axis (a head of P.V) load a vector and a broadcast per row and
+        # step, reusing nothing: another axis takes the rows where the stage has one
+        others = [(i, h) for i, h in holes if i != vi and h.extent > 1]
+        others = rows or [x for x in others if not x[1].batch] or others
         ri, rh = others[int(rng.integers(len(others)))] if others else (None, None)
         shapes = register_shapes(lanes, hardware.vector_registers,
                                  rh.extent if rh is not None else 1, vh.extent)

@@ -20,12 +20,15 @@ class TileHole:
     innermost loop of its stage's tile (the one annotation vectorizes). ``covers``: the inner
     lengths span the whole extent, the outermost loop has one iteration (fused rows whose
     accumulator is computed at the outer tile: a tile of whole rows keeps its region exact, a
-    tile within a row would need a box of two rows; :func:`~.register_tile.cover`)."""
+    tile within a row would need a box of two rows; :func:`~.register_tile.cover`). ``batch``:
+    the loop's axis indexes every tensor the stage reads (:func:`~.analysis.batch_axes`), so a
+    register tile takes its rows elsewhere when it can."""
     step: int
     extent: int
     parts: int
     vector: bool = field(default=False, kw_only=True)
     covers: bool = field(default=False, kw_only=True)
+    batch: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True)

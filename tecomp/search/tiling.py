@@ -46,6 +46,7 @@ def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
     n_s, n_r = structure.count("S"), structure.count("R")
     stage = p.state.stages[sid]
     small_r = an.small_reduction(p.state, sid)
+    batch = an.batch_axes(p.state, sid)
     parts = {}
     for it in list(stage.iters):
         n = n_s if it.kind is IterKind.SPATIAL else 1 if small_r else n_r
@@ -55,7 +56,8 @@ def multi_level_tile(p: PartialSketch, sid: int, structure: str = TILING_CPU,
             continue
         ext = it.const_extent
         idx = p.apply(SplitStep(sid, pos, (1,) * (n - 1), True),
-                      lambda i, ext=ext, n=n, c=it.name in covered: TileHole(i, ext, n, covers=c))
+                      lambda i, ext=ext, n=n, c=it.name in covered, b=it.name in batch:
+                      TileHole(i, ext, n, covers=c, batch=b))
         parts[it.name] = (idx, [f"{it.name}.{k}" for k in range(n)], it.kind)
     order, level, this = [], {IterKind.SPATIAL: 0, IterKind.REDUCE: 0}, []
     dynamic = {nm for src, names, _ in parts.values() if src is None for nm in names

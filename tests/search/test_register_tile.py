@@ -71,3 +71,54 @@ def test_a_register_tiling_replays_unchanged():
         assert again.decisions.table(MutationKind.TILE) == tiles
         checked += any(1024 % v[-1] for v in tiles.values() if v)
     assert checked > 10
+
+
+def _attention_pv():
+    """``O[b, i, h, d] = sum_k P[b, h, i, k] V[b, k, h, d]``: ``h`` indexes both operands."""
+    P = tc.placeholder((1, 12, 64, 64), name="P")
+    V = tc.placeholder((1, 64, 12, 32), name="V")
+    k = tc.reduce_axis(64, name="k")
+    O = tc.compute((1, 64, 12, 32), lambda b, i, h, d: tc.sum(P[b, h, i, k] * V[b, k, h, d],
+                                                              axis=k), name="O")
+    return tc.ComputeDAG([P, V, O])
+
+
+def test_batch_axes_index_every_operand():
+    from tecomp.schedule.state import State
+    from tecomp.search.analysis import batch_axes
+    dag = _attention_pv()
+    assert batch_axes(State(dag), 2) == {"b", "h"}
+    A = tc.placeholder((64, 32), name="A")
+    B = tc.placeholder((32, 48), name="B")
+    assert batch_axes(State(tc.ComputeDAG([A, B, tc.ops.matmul(A, B)])), 2) == set()
+    # a grouped conv's output channel reaches the input only through its group (o // 8): the
+    # rows of one group share the input, so it is no batch axis
+    X = tc.placeholder((32, 16), name="X")
+    W = tc.placeholder((32, 8), name="W")
+    c = tc.reduce_axis(8, name="c")
+    G = tc.compute((32, 16), lambda o, x: tc.sum(X[(o // 8) * 8 + c, x] * W[o, c], axis=c),
+                   name="G")
+    assert batch_axes(State(tc.ComputeDAG([X, W, G])), 2) == set()
+
+
+def test_register_tiles_take_their_rows_off_the_batch_axes():
+    dag = _attention_pv()
+    task = tc.SearchTask(dag, target="llvm")
+    sketches = generate_sketches(task)
+    rng = np.random.default_rng(1)
+    inner = collections.Counter()
+    for n in range(400):
+        k = n % len(sketches)
+        c = materialize(task, k, sketches[k], Decisions(), rng)
+        if c is None:
+            continue
+        holes = sketches[k].holes
+        for i, v in c.decisions.table(MutationKind.TILE).items():
+            h = holes[i]
+            if getattr(h, "parts", 0) == 4 and not h.vector and h.extent > 1:
+                inner[("batch" if h.batch else "other", v[-1])] += 1
+    # 9, 11 or 13 rows come only from register tiles (no divisor of 12, no "nice" length of the
+    # non-divisible draw): the rows axis i has them, the head axis h never
+    odd = (9, 11, 13)
+    assert sum(inner[("other", r)] for r in odd) > 20
+    assert sum(inner[("batch", r)] for r in odd) == 0
