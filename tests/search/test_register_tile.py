@@ -30,22 +30,25 @@ def test_shapes_fit_the_register_file_and_hide_the_fma_latency():
     assert register_shapes(8, 16, 3, 8) == []  # too small a tile to fill the registers
 
 
+def _fresh_tiles(task, n: int, seed: int):
+    """``(holes, tile decisions)`` of ``n`` fresh samples, the task's sketches in turn."""
+    sketches = generate_sketches(task)
+    rng = np.random.default_rng(seed)
+    for j in range(n):
+        k = j % len(sketches)
+        c = materialize(task, k, sketches[k], Decisions(), rng)
+        if c is not None:
+            yield sketches[k].holes, c.decisions.table(MutationKind.TILE)
+
+
 def test_fresh_matmul_samples_include_non_divisor_register_tiles():
     A = tc.placeholder((1024, 256), name="A")
     B = tc.placeholder((256, 1024), name="B")
     dag = tc.ComputeDAG([A, B, tc.ops.matmul(A, B)])
     task = tc.SearchTask(dag, target="llvm")
-    sketches = generate_sketches(task)
-    rng = np.random.default_rng(0)
     lanes = task.hardware.vector_bytes // 4
     inner = collections.Counter()
-    for n in range(240):
-        k = n % len(sketches)
-        c = materialize(task, k, sketches[k], Decisions(), rng)
-        if c is None:
-            continue
-        holes = sketches[k].holes
-        tiles = c.decisions.table(MutationKind.TILE)
+    for holes, tiles in _fresh_tiles(task, 240, 0):
         vec = next(v for i, v in tiles.items() if getattr(holes[i], "vector", False))
         rows = next(v for i, v in tiles.items()
                     if getattr(holes[i], "parts", 0) == 4 and not holes[i].vector)
@@ -102,18 +105,10 @@ def test_batch_axes_index_every_operand():
 
 
 def test_register_tiles_take_their_rows_off_the_batch_axes():
-    dag = _attention_pv()
-    task = tc.SearchTask(dag, target="llvm")
-    sketches = generate_sketches(task)
-    rng = np.random.default_rng(1)
+    task = tc.SearchTask(_attention_pv(), target="llvm")
     inner = collections.Counter()
-    for n in range(400):
-        k = n % len(sketches)
-        c = materialize(task, k, sketches[k], Decisions(), rng)
-        if c is None:
-            continue
-        holes = sketches[k].holes
-        for i, v in c.decisions.table(MutationKind.TILE).items():
+    for holes, tiles in _fresh_tiles(task, 400, 1):
+        for i, v in tiles.items():
             h = holes[i]
             if getattr(h, "parts", 0) == 4 and not h.vector and h.extent > 1:
                 inner[("batch" if h.batch else "other", v[-1])] += 1
