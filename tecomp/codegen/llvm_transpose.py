@@ -22,7 +22,7 @@ import llvmlite.ir as ir
 from ..ir.expr import Const, Load
 from ..ir.loop import For, ForKind, Store
 from .llvm_expr import I1, I32, mem_type, reg_type
-from .llvm_lanes import intrinsic_suffix
+from .llvm_lanes import counted, intrinsic_suffix
 from .vector_plan import access_form, register_bits
 
 __all__ = ["transpose_plan", "transpose_masks", "emit_transpose_copy", "MIN_BLOCK", "MAX_BLOCK"]
@@ -146,23 +146,12 @@ def _loops(em, loops: list, n: int, body, values: dict) -> None:
         body(values)
         return
     (loop, count), rest = loops[0], loops[1:]
-    b = em.b
-    vt = reg_type(loop.var.dtype)
-    pre = b.block
-    head = b.append_basic_block("tr.head")
-    blk = b.append_basic_block("tr.body")
-    exit_ = b.append_basic_block("tr.exit")
-    b.branch(head)
-    b.position_at_end(head)
-    k = b.phi(vt)
-    k.add_incoming(vt(0), pre)
-    b.cbranch(b.icmp_signed("<", k, vt(count)), blk, exit_)
-    b.position_at_end(blk)
-    start = b.add(vt(int(loop.begin.value)), b.mul(k, vt(n), flags=["nsw"]), flags=["nsw"])
-    _loops(em, rest, n, body, {**values, loop: start})
-    k.add_incoming(b.add(k, vt(1), flags=["nsw"]), b.block)
-    b.branch(head)
-    b.position_at_end(exit_)
+    b, vt = em.b, reg_type(loop.var.dtype)
+
+    def step(k):
+        start = b.add(vt(int(loop.begin.value)), b.mul(k, vt(n), flags=["nsw"]), flags=["nsw"])
+        _loops(em, rest, n, body, {**values, loop: start})
+    counted(b, vt(0), vt(count), "tr", step)
 
 
 def _at(em, var, base, offset: int):
