@@ -9,6 +9,8 @@ else falls back to the scalar loop.
 """
 from __future__ import annotations
 
+import contextlib
+
 from ..ir import dtype as dt
 from ..ir.arith import to_linear
 from ..ir.expr import BinOp, BinOpKind, Const, Expr, Load, Var, binary, cast
@@ -16,20 +18,41 @@ from ..ir.loop import For, ForKind, IfThenElse, Seq, Stmt, Store
 from ..ir.traverse import walk
 from .llvm_jit import host_cpu
 
-__all__ = ["register_bits", "access_form", "vector_plan", "interval_condition"]
+__all__ = ["register_bits", "pinned_register_bits", "access_form", "vector_plan",
+           "interval_condition"]
+
+#: a width that :func:`pinned_register_bits` set, in place of the host's (None: the host's)
+_PINNED: list = [None]
 
 # loops that may run inside a vectorized loop, as scalar loops of vector values
 _INNER = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED)
 
 
 def register_bits() -> int:
-    """Width in bits of the host's vector registers (from LLVM's feature string)."""
+    """Width in bits of the host's vector registers (from LLVM's feature string), or the width
+    :func:`pinned_register_bits` holds."""
+    if _PINNED[0] is not None:
+        return _PINNED[0]
     feats = set(host_cpu()[1].split(","))
     if "+avx512f" in feats:
         return 512
     if "+avx2" in feats:
         return 256
     return 128
+
+
+@contextlib.contextmanager
+def pinned_register_bits(bits: int):
+    """Emit code for ``bits``-wide vector registers inside the ``with`` block, whatever the host
+    has: code that is meant to be the same on every machine (golden files) emits under it. Code
+    emitted this way is for inspection; it runs only where the host has registers that wide."""
+    if bits not in (128, 256, 512):
+        raise ValueError(f"register width must be 128, 256 or 512 bits, got {bits}")
+    old, _PINNED[0] = _PINNED[0], bits
+    try:
+        yield bits
+    finally:
+        _PINNED[0] = old
 
 
 # ----------------------------------------------------------------------------- analysis

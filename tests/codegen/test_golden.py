@@ -59,12 +59,8 @@ KERNELS = {
 
 def _cpu_ir(wl, sched) -> str:
     func = tc.lower(sched if sched is not None else wl.dag)
-    old = vector_plan.register_bits
-    vector_plan.register_bits = lambda: REGISTER_BITS  # the golden's width, not the host's
-    try:
+    with vector_plan.pinned_register_bits(REGISTER_BITS):  # the golden's width, not the host's
         text = emit_module(func)
-    finally:
-        vector_plan.register_bits = old
     return "\n".join(line for line in text.splitlines()
                      if not line.startswith(("target triple", "target datalayout")))
 
