@@ -9,6 +9,7 @@ records a target may use (older records, without ``-mattr``, match on their ``-m
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 __all__ = ["CODEGEN_FEATURES", "Target", "TargetKind"]
@@ -83,7 +84,7 @@ class Target:
             return Target(TargetKind.CUDA, arch=kw.get("arch", "sm_90"))
         raise ValueError(f"unknown target {head!r}; use 'llvm' (this CPU) or 'cuda'")
 
-    @property
+    @functools.cached_property  # a frozen dataclass's __dict__: set once, read per record
     def codegen_features(self) -> tuple:
         """The enabled features of :data:`CODEGEN_FEATURES` (``("+avx2", "+fma", ...)``,
         sorted): what ``-mattr`` of the target's string lists."""
@@ -91,6 +92,10 @@ class Target:
         return tuple(f"+{f}" for f in sorted(on & CODEGEN_FEATURES))
 
     def __str__(self):
+        return self._string
+
+    @functools.cached_property
+    def _string(self) -> str:
         if self.kind is TargetKind.LLVM:
             feats = self.codegen_features
             return f"llvm -mcpu={self.cpu}" + (f" -mattr={','.join(feats)}" if feats else "")

@@ -17,6 +17,7 @@ strings (it does not import the target layer), so the comparison lives here, on 
 from __future__ import annotations
 
 import enum
+import functools
 
 __all__ = ["TargetMatch", "match_target", "same_target", "missing_features", "target_features"]
 
@@ -63,7 +64,13 @@ def missing_features(recorded: str, target: str) -> list:
 def match_target(recorded: str, target) -> TargetMatch:
     """How the target string ``recorded`` (a record's) relates to ``target`` (a Target or its
     string); see the module docstring."""
-    recorded, target = str(recorded), str(target)
+    return _match(str(recorded), str(target))
+
+
+@functools.lru_cache(maxsize=1024)
+def _match(recorded: str, target: str) -> TargetMatch:
+    # cached: ranking a log compares every record's string with one target, and a log holds
+    # few distinct strings (93k shipped records, a handful of targets)
     if recorded == target:
         return TargetMatch.SAME
     mine, theirs = _options(target), _options(recorded)
