@@ -55,7 +55,8 @@ def test_the_columns_are_read_at_unit_stride():
     assert [c for atom, c in lin.terms.values() if atom is x] == [1]
 
 
-@pytest.mark.parametrize("args", [LAYERS[0], LAYERS[3], LAYERS[4]])
+# the third layer builds the largest candidates (24 s on a Zen 1): slow
+@pytest.mark.parametrize("args", [LAYERS[0], LAYERS[3], pytest.param(LAYERS[4], marks=pytest.mark.slow)])
 def test_sampled_candidates_natively_and_emulated(args):
     check_sampled_candidates(W.conv2d(*args, "NCHW", "phased"))
 

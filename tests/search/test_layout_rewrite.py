@@ -175,7 +175,7 @@ def test_lanes_that_would_gather_pack_the_weight_nine_draws_in_ten():
             lanes = inner.name.split(".")[0] == "o" and (inner.const_extent or 1) > 1
             counts[lanes][0] += 1
             counts[lanes][1] += any(isinstance(s, CacheReadStep) and s.pack for s in c.steps)
-            if i % 12 == 0:
+            if i % 24 == 0:  # a few builds: unrolled guarded taps compile in seconds each
                 kern = tc.build(case.dag, schedule=tc.Schedule(case.dag, c.steps))
                 np.testing.assert_allclose(kern(*x), ref, rtol=1e-4, atol=1e-4)
     (n_lanes, p_lanes), (n_other, p_other) = counts[True], counts[False]
