@@ -6,6 +6,8 @@
   iterates only the stride phase that reads real data (transposed convolutions);
 - :mod:`~tecomp.lowering.guard_split`: whole tiles of a non-divisible split run without its guards
   (the body of the tile loop versioned on "this tile is whole");
+- :mod:`~tecomp.lowering.unroll_budget`: unrolled loops made serial again, outermost first, where
+  the function would emit more code than a build should take;
 - :mod:`~tecomp.lowering.gpu_passes`: launches, shared memory, barriers and the validity check of
   GPU programs;
 - :mod:`~tecomp.lowering.constants`: stages that depend only on constant weights split off to run
@@ -18,6 +20,7 @@ from ..schedule.schedule import Schedule
 from ..schedule.state import State
 from .guard_split import version_guards
 from .lower import lower_default, lower_state
+from .unroll_budget import bound_unrolling
 
 
 def lower(sched):
@@ -41,12 +44,12 @@ def lower(sched):
     >>> print(tc.lower(tc.ComputeDAG([A, B])))  # doctest: +SKIP
     """
     if isinstance(sched, ComputeDAG):
-        return version_guards(lower_default(sched))
+        return bound_unrolling(version_guards(lower_default(sched)))
     if isinstance(sched, State):
-        return version_guards(lower_state(sched))
+        return bound_unrolling(version_guards(lower_state(sched)))
     if isinstance(sched, Schedule):
-        return version_guards(lower_state(sched.state))
+        return bound_unrolling(version_guards(lower_state(sched.state)))
     raise TypeError(f"tc.lower expects a Schedule or a ComputeDAG, got {type(sched).__name__}")
 
 
-__all__ = ["lower", "lower_default", "lower_state", "version_guards"]
+__all__ = ["lower", "lower_default", "lower_state", "version_guards", "bound_unrolling"]
