@@ -17,7 +17,17 @@ of 24,000 slowed six of them by 5-130% (a MobileNet-V2 channels-last layer 0.93 
 from __future__ import annotations
 
 from ..ir.expr import Const
-from ..ir.loop import Allocate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, stmt_exprs
+from ..ir.loop import (
+    MAX_UNROLL,
+    Allocate,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Stmt,
+    stmt_exprs,
+)
 from ..ir.traverse import walk
 
 __all__ = ["UNROLL_BUDGET", "emitted_size", "bound_unrolling"]
@@ -44,6 +54,13 @@ def emitted_size(s: Stmt) -> int:
     if isinstance(s, For):
         return own + _trips(s) * emitted_size(s.body)
     return own + sum(emitted_size(c) for c in s.children())
+
+
+def _copies(s: Stmt, copies: int = 1) -> int:
+    """The most times unrolling repeats any statement of ``s`` (what :data:`MAX_UNROLL` bounds)."""
+    if isinstance(s, For) and s.kind is ForKind.UNROLLED and isinstance(s.extent, Const):
+        copies *= max(1, int(s.extent.value))
+    return max([copies] + [_copies(c, copies) for c in s.children()])
 
 
 def _outermost_unrolled(s: Stmt, out: list) -> list:
@@ -79,13 +96,14 @@ def _demote(s: Stmt, target: For) -> Stmt:
 def bound_unrolling(func: PrimFunc, budget: int | None = None) -> PrimFunc:
     """``func`` with its outermost unrolled loops made serial, the largest first, until
     :func:`emitted_size` of its body is at most ``budget`` (:data:`UNROLL_BUDGET` when None);
-    the same object when it already is, or when it is a GPU function (whose unrolled loops index
-    register arrays)."""
+    the same object when it already is, when it is a GPU function (whose unrolled loops index
+    register arrays), or when a nest unrolls past :data:`~tecomp.ir.loop.MAX_UNROLL` (an error
+    of the schedule that the loop IR's check reports)."""
     budget = UNROLL_BUDGET if budget is None else budget
     if budget < 1:
         raise ValueError(f"the unroll budget must be positive, got {budget}")
-    if func.is_gpu or emitted_size(func.body) <= budget:
-        return func
+    if func.is_gpu or emitted_size(func.body) <= budget or _copies(func.body) > MAX_UNROLL:
+        return func  # (past MAX_UNROLL the loop IR's check refuses the unroll, saying why)
     body = func.body
     while emitted_size(body) > budget:
         loops = _outermost_unrolled(body, [])

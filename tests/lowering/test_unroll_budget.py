@@ -88,3 +88,15 @@ def test_the_largest_outermost_nest_is_demoted_first():
     assert kinds == {"i": ForKind.SERIAL, "j": ForKind.UNROLLED,
                      "p": ForKind.UNROLLED, "q": ForKind.UNROLLED}
     assert emitted_size(out.body) <= budget
+
+
+def test_a_nest_past_max_unroll_is_left_for_the_check_to_refuse():
+    """One unrolled nest past MAX_UNROLL is the schedule's error (tests/e2e/test_hardening_limits):
+    the budget does not quietly make it serial."""
+    from tecomp.ir.loop import MAX_UNROLL
+    a = Buffer("a", (4 * MAX_UNROLL,), dt.float32)
+    i = Var("i", dt.INDEX)
+    loop = For(i, Const(0, dt.INDEX), Const(4 * MAX_UNROLL, dt.INDEX), ForKind.UNROLLED,
+               Store(a, (i,), Load(a, (i,))))
+    func = PrimFunc("f", [a], loop)
+    assert bound_unrolling(func, 10) is func
