@@ -100,3 +100,16 @@ def test_a_nest_past_max_unroll_is_left_for_the_check_to_refuse():
                Store(a, (i,), Load(a, (i,))))
     func = PrimFunc("f", [a], loop)
     assert bound_unrolling(func, 10) is func
+
+
+def test_shared_sub_expressions_are_counted_once():
+    """A value squared 40 times over shares each level's node (2^40 paths as a tree): the size is
+    the distinct nodes, found at once, as the emitter's per-node cache emits them."""
+    from tecomp.ir.expr import BinOpKind, binary
+    a = Buffer("a", (4,), dt.float32)
+    i = Var("i", dt.INDEX)
+    v = Load(a, (i,))
+    for _ in range(40):
+        v = binary(BinOpKind.MUL, v, v)
+    n = emitted_size(Store(a, (i,), v))  # (a failing assert must not print the tree)
+    assert n == 40 + 2  # the products, the load, and i (the load's and the store's index)
