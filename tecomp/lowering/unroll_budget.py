@@ -5,14 +5,14 @@ ends up with: guard versioning copies a nest once per non-divisible split around
 copies), and a statement can be one FMA or a conditional tap of sixty nodes. On a Zen 1 a matmul
 512^3 candidate of unroll 512 over two non-divisible tiles with lanes of one emitted 284,952
 distinct expression nodes (3904 scalar stores) and ran past the 30 s build limit; bounded to
-145,886 it builds in 18.3 s. Past :data:`UNROLL_BUDGET` nodes, :func:`bound_unrolling` turns the outermost
-unrolled loops back into serial loops, the largest first, until the function fits: the inner
-loops (a register tile, its lanes) stay unrolled. The result is deterministic, so a record
+145,886 it builds in 18.3 s. Past :data:`UNROLL_BUDGET` nodes, :func:`bound_unrolling` turns
+the outermost unrolled loops back into serial loops, the largest first, until the function
+fits: the inner loops (a register tile, its lanes) stay unrolled. The result is deterministic, so a record
 replays to the program that was measured.
 
 The budget is a guard against such outliers, not a tuning knob: fast programs can be large
-(the best records of the shipped logs emit at most 140,292 nodes and build in 2-5 s), and a budget
-of 24,000 slowed six of them by 5-130% (a MobileNet-V2 channels-last layer 0.93 -> 2.00 ms).
+(the best records of the shipped logs emit at most 140,292 nodes and build in 2-5 s), and a
+budget of 24,000 slowed six of them by 5-130% (a MobileNet-V2 channels-last layer 0.93 -> 2.00 ms).
 """
 from __future__ import annotations
 
