@@ -6,7 +6,7 @@ import numpy as np
 
 import tecomp as tc
 from tecomp.search.decisions import Decisions, MutationKind
-from tecomp.search.register_tile import register_shapes
+from tecomp.search.register_tile import register_shapes, shape_weights
 from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.testing.random_schedules import sampled_candidates
 
@@ -28,6 +28,16 @@ def test_shapes_fit_the_register_file_and_hide_the_fma_latency():
     # a 7-wide axis whole (no tail) may use fewer accumulators
     assert (7, 1) in register_shapes(8, 16, 7, 512)
     assert register_shapes(8, 16, 3, 8) == []  # too small a tile to fill the registers
+
+
+def test_the_draw_favours_tiles_with_more_fmas_per_load():
+    avx2 = register_shapes(8, 16, 128, 64)
+    w = dict(zip(avx2, shape_weights(avx2)))
+    assert abs(sum(w.values()) - 1) < 1e-9 and min(w.values()) > 0
+    # a one-vector tile broadcasts once per FMA: each is drawn less often than a two-vector one
+    assert max(p for (_, v), p in w.items() if v == 1) < min(p for (_, v), p in w.items() if v > 1)
+    assert sum(p for (_, v), p in w.items() if v == 1) < 0.4
+    assert w[(6, 2)] > w[(4, 2)] and w[(4, 3)] > w[(3, 3)]
 
 
 def _fresh_tiles(task, n: int, seed: int):
