@@ -7,8 +7,8 @@ copies), and a statement can be one FMA or a conditional tap of sixty nodes. On 
 distinct expression nodes (3904 scalar stores) and ran past the 30 s build limit; bounded to
 145,886 it builds in 18.3 s. Past :data:`UNROLL_BUDGET` nodes, :func:`bound_unrolling` turns
 the outermost unrolled loops back into serial loops, the largest first, until the function
-fits: the inner loops (a register tile, its lanes) stay unrolled. The result is deterministic, so a record
-replays to the program that was measured.
+fits: the inner loops (a register tile, its lanes) stay unrolled. The result is deterministic,
+so a record replays to the program that was measured.
 
 The budget is a guard against such outliers, not a tuning knob: fast programs can be large
 (the best records of the shipped logs emit at most 140,292 nodes and build in 2-5 s), and a
