@@ -67,13 +67,12 @@ def cmd_bench(args) -> int:
 
 def cost_model_for(kind: str, task, opt):
     from ..search.cost_model import RandomModel
-    from ..search.tune import default_cost_model
+    from ..search.tune import default_cost_model, learned_cost_model
     if kind == "random":
         return RandomModel(opt.seed)
     if kind == "xgb":
         try:
-            from ..search.xgb_model import XGBModel
-            return XGBModel(task, seed=opt.seed)
+            return learned_cost_model(task, opt)
         except ImportError as e:
             raise CliError(f"--cost-model xgb needs xgboost ({one_line(e)}); install the 'tune' "
                            f"extra: pip install 'tecomp[tune]'") from None

@@ -21,6 +21,7 @@ from .annotate import Candidate, materialize_cpu
 from .decisions import Decisions
 from .gpu_annotate import materialize_gpu
 from .gpu_sketch import GPU_RULES
+from .model_prior import cpu_prior
 from .sketch import CPU_RULES
 from .sketch_rule import Sketch, enumerate_sketches
 from .task import HardwareParams
@@ -67,12 +68,16 @@ class TargetSearch:
         ``(target) -> HardwareParams``: the limits the annotator and the cost model use.
     device : DeviceMeasurement or None
         The measurement hooks of a device target; None: the worker runs the kernel itself.
+    prior : callable or None
+        ``(HardwareParams) -> ModelPrior or None``: what the learned cost model starts from on
+        such a machine (:mod:`.model_prior`); None: no prior for this kind.
     """
     kind: TargetKind
     rules: tuple
     materialize: Callable
     hardware: Callable
     device: DeviceMeasurement | None = None
+    prior: Callable | None = None
 
 
 CUDA_MEASUREMENT = DeviceMeasurement(measure_cuda.require_gpu, measure_cuda.DeviceData,
@@ -80,7 +85,7 @@ CUDA_MEASUREMENT = DeviceMeasurement(measure_cuda.require_gpu, measure_cuda.Devi
 
 _BUNDLES = {
     TargetKind.LLVM: TargetSearch(TargetKind.LLVM, tuple(CPU_RULES), materialize_cpu,
-                                  HardwareParams.for_cpu),
+                                  HardwareParams.for_cpu, prior=cpu_prior),
     TargetKind.CUDA: TargetSearch(TargetKind.CUDA, tuple(GPU_RULES), materialize_gpu,
                                   HardwareParams.for_cuda, CUDA_MEASUREMENT),
 }

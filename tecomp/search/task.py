@@ -187,6 +187,11 @@ class TuningOptions:
         to a new machine) seeds the search with that CPU's this many best programs: the first
         rounds measure them here, and the learned model trains on that CPU's records (ranked
         among themselves) from the start (0: ignore them).
+    model_prior : bool
+        The learned cost model starts from the shipped prior of this CPU's vector width (other
+        operators' programs measured on such a CPU, :mod:`tecomp.search.model_prior`): it ranks
+        the first round's candidates instead of drawing them at random. False: it learns from
+        this task's measurements alone.
     """
     population: int = 256
     generations: int = 3
@@ -210,6 +215,7 @@ class TuningOptions:
     diverse_picks: int = 0  # off: no gain measured (docs/search_notes.md)
     fresh_picks: int = 8
     cross_target_seeds: int = 8
+    model_prior: bool = True
 
     def __post_init__(self):
         """Impossible options raise here, not after a round of silent no-ops (``population=0``
@@ -232,3 +238,6 @@ class TuningOptions:
             if not ok:
                 want = "in [0, 1]" if name in shares else f"a positive number up to {top:g}"
                 raise ValueError(f"TuningOptions.{name} must be {want}, got {v!r}")
+        if not isinstance(self.model_prior, (bool, np.bool_)):
+            raise ValueError(f"TuningOptions.model_prior must be True or False, "
+                             f"got {self.model_prior!r}")

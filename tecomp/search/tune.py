@@ -22,9 +22,11 @@ from .decisions import Decisions
 from .evolution import EvolutionarySearch
 from .log_lock import LogLock
 from .measure import LocalMeasurer, MeasureInput
+from .target_search import target_search
 from .task import SearchTask, TuningOptions
 
-__all__ = ["tune", "TuneResult", "TaskTuner", "default_cost_model", "log_lock"]
+__all__ = ["tune", "TuneResult", "TaskTuner", "default_cost_model", "learned_cost_model",
+           "log_lock"]
 
 #: at most this many of a task's best records from other targets train the model
 _OTHER_TARGET_SAMPLES = 128
@@ -65,11 +67,26 @@ class TuneResult:
         return self.task.flop_count() / self.best_cost / 1e9 if math.isfinite(self.best_cost) else 0.0
 
 
+def learned_cost_model(task, options: TuningOptions):
+    """The XGBoost model of ``task`` (a task or a list of tasks of one target kind), starting
+    from the target's shipped prior unless ``options.model_prior`` is False; ``ImportError``
+    without xgboost."""
+    from .xgb_model import XGBModel  # the learned model (needs the `tune` extra: xgboost)
+    model = XGBModel(task, seed=options.seed)
+    first = task[0] if isinstance(task, (list, tuple)) and task else task
+    if options.model_prior and first is not None and not isinstance(first, (list, tuple)):
+        prior_of = target_search(first.target).prior
+        prior = prior_of(first.hardware) if prior_of is not None else None
+        if prior is not None:
+            model.add_prior(prior)
+    return model
+
+
 def default_cost_model(task, options: TuningOptions):
-    """The learned model when it is available, else the random model (said once)."""
+    """The learned model (:func:`learned_cost_model`) when it is available, else the random
+    model (said once)."""
     try:
-        from .xgb_model import XGBModel  # the learned model (needs the `tune` extra: xgboost)
-        return XGBModel(task, seed=options.seed)
+        return learned_cost_model(task, options)
     except ImportError:
         if options.verbose:
             print("tecomp: xgboost not available, using the random cost model")

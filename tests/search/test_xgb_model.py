@@ -123,7 +123,9 @@ def test_update_warms_up_with_random_scores_then_learns():
     for a in range(40, 200, 32):
         batch = data[a:a + 32]
         m.update([c for c, _ in batch], [r for _, r in batch])
-    assert m.booster is not None and m.n_trainings >= 1
+    assert m.booster is None  # it trains when next asked to predict
+    m.predict(first)
+    assert m.booster is not None and m.n_trainings == 1
     assert m.labels().max() == 1.0 and (m.labels()[[not math.isfinite(c) for c in m.costs]] == 0
                                         ).all()
     test = data[200:]
