@@ -15,6 +15,8 @@ from tecomp.testing import workloads as W
 FAST = dict(population=24, generations=1, measures_per_round=8, repeat=2, min_repeat_ms=2,
             verbose=False)
 OTHER_CPU = "llvm -mcpu=icelake-server -mattr=+avx,+avx2,+fma"
+# one worker under `pytest -n 2 --dist loadgroup`: the carried log (`_carried_once`) is tuned once
+pytestmark = pytest.mark.xdist_group("cross_target")
 
 
 def _other_cpu_log(tmp_path, task, trials=24):
