@@ -117,8 +117,10 @@ def test_tune_a_network_layer_set_with_the_scheduler(tmp_path):
 def test_tune_only_some_layers_of_a_network(tmp_path):
     """--layers tunes the layers of those numbers (as the table numbers them) and no other."""
     log = tmp_path / "r18.jsonl"
-    out = _ok(tecomp("tune", "--network", "resnet18", "--layers", "12,2-3,2", "--trials", 12,
-                     "--log", log, "--strategy", "round-robin", *FAST, cwd=tmp_path))
+    # one trial a layer (rounds of 1): the three full-size layers' builds are this test's cost
+    out = _ok(tecomp("tune", "--network", "resnet18", "--layers", "12,2-3,2", "--trials", 3,
+                     "--log", log, "--strategy", "round-robin", *FAST, "--measures-per-round", 1,
+                     cwd=tmp_path))
     assert "3 distinct layers (--layers 12,2-3,2 of 12)" in out
     rows = [ln.split() for ln in out.splitlines() if ln[:3].strip().isdigit()]
     assert [r[1] for r in rows] == ["dense", "conv", "conv"], rows
