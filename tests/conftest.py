@@ -14,6 +14,8 @@ TIERS = ("nodevice", "cpu", "cuda")
 
 
 def pytest_collection_modifyitems(config, items):
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        _group_node_ids(items)
     gpu = None  # asked once, and only when a cuda test was collected
     for item in items:
         if not any(item.get_closest_marker(t) for t in TIERS):
@@ -24,6 +26,23 @@ def pytest_collection_modifyitems(config, items):
                 gpu = cuda_runtime.available()
             if not gpu:
                 item.add_marker(pytest.mark.skip(reason="no CUDA GPU here"))
+
+
+def _group_node_ids(items):
+    """Puts each test's ``xdist_group`` in its node id (``ID@GROUP``), by which ``--dist loadgroup``
+    sends a group's tests to one worker. pytest-xdist (3.8) sets ``item._nodeid``, which pytest 9
+    no longer reads (the id is ``item._id``): the groups were lost, and each worker started its
+    own Ray cluster (and module fixtures ran once per worker)."""
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # an older pytest: xdist's own renaming works there
+        return
+    for item in items:
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                 for m in item.iter_markers("xdist_group")}
+        suffix = "@" + "_".join(sorted(names))
+        if names and hasattr(item, "_id") and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)
 
 
 @pytest.fixture(params=[1, 2, 3], ids=lambda n: f"{n}thr")

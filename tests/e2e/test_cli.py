@@ -42,6 +42,11 @@ def _ok(p):
     return p.stdout
 
 
+# the tests of the `tuned` fixture (12 s) share an xdist group: with `pytest -n 2 --dist
+# loadgroup` both workers would each run the tuning
+TUNED = pytest.mark.xdist_group("cli_tuned")
+
+
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
     """A real 8-trial tuning of a 32^3 matmul: ``(folder, log path, the tune's output)``."""
@@ -67,6 +72,7 @@ def test_run_checks_and_compares_with_numpy(tmp_path):
 
 
 # ----------------------------------------------------------------------------- tune
+@TUNED
 def test_tune_logs_every_trial_shows_progress_and_compares(tuned):
     d, log, out = tuned
     recs = load_records(log)
@@ -80,6 +86,7 @@ def test_tune_logs_every_trial_shows_progress_and_compares(tuned):
     assert "best " in out and "check        ok" in out and "ratio" in out
 
 
+@TUNED
 def test_tune_resumes_from_its_log(tuned, tmp_path):
     _, log, _ = tuned
     mine = tmp_path / "resumed.jsonl"
@@ -110,8 +117,10 @@ def test_tune_a_network_layer_set_with_the_scheduler(tmp_path):
 def test_tune_only_some_layers_of_a_network(tmp_path):
     """--layers tunes the layers of those numbers (as the table numbers them) and no other."""
     log = tmp_path / "r18.jsonl"
-    out = _ok(tecomp("tune", "--network", "resnet18", "--layers", "12,2-3,2", "--trials", 12,
-                     "--log", log, "--strategy", "round-robin", *FAST, cwd=tmp_path))
+    # one trial a layer (rounds of 1): the three full-size layers' builds are this test's cost
+    out = _ok(tecomp("tune", "--network", "resnet18", "--layers", "12,2-3,2", "--trials", 3,
+                     "--log", log, "--strategy", "round-robin", *FAST, "--measures-per-round", 1,
+                     cwd=tmp_path))
     assert "3 distinct layers (--layers 12,2-3,2 of 12)" in out
     rows = [ln.split() for ln in out.splitlines() if ln[:3].strip().isdigit()]
     assert [r[1] for r in rows] == ["dense", "conv", "conv"], rows
@@ -165,6 +174,7 @@ def test_ctrl_c_stops_cleanly_with_the_log_intact(tmp_path, sig):
 
 
 # ----------------------------------------------------------------------------- best
+@TUNED
 def test_best_tabulates_the_best_record(tuned):
     d, log, _ = tuned
     out = _ok(tecomp("best", log, cwd=d))
@@ -211,6 +221,7 @@ def test_best_of_a_multi_task_log_with_a_bad_line(tmp_path):
 
 
 # ----------------------------------------------------------------------------- bench
+@TUNED
 def test_bench_from_the_log(tuned):
     d, log, _ = tuned
     out = _ok(tecomp("bench", *MM, "--log", log, "--repeat", 1, cwd=d))
@@ -269,6 +280,7 @@ def _check_png(path):
     return width, height
 
 
+@TUNED
 def test_plot_writes_a_png(tuned):
     pytest.importorskip("matplotlib")
     d, log, _ = tuned

@@ -23,6 +23,8 @@ from tecomp.testing import hand_schedules as H
 from tecomp.testing import workloads as W
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# one worker under `pytest -n 2 --dist loadgroup`: the module's export (`exported`) is made once
+pytestmark = pytest.mark.xdist_group("deploy")
 
 
 def _matmul():

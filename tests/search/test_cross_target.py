@@ -1,6 +1,7 @@
 """A log carried from another CPU: its best programs seed the search here, and the learned model
 trains on their order from the first round (``TuningOptions.cross_target_seeds``)."""
 import dataclasses
+import shutil
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from tecomp.testing import workloads as W
 FAST = dict(population=24, generations=1, measures_per_round=8, repeat=2, min_repeat_ms=2,
             verbose=False)
 OTHER_CPU = "llvm -mcpu=icelake-server -mattr=+avx,+avx2,+fma"
+# one worker under `pytest -n 2 --dist loadgroup`: the carried log (`_carried_once`) is tuned once
+pytestmark = pytest.mark.xdist_group("cross_target")
 
 
 def _other_cpu_log(tmp_path, task, trials=24):
@@ -32,10 +35,27 @@ def _other_cpu_log(tmp_path, task, trials=24):
     return log, moved[::-1]  # best first
 
 
-def test_the_first_round_measures_the_other_cpus_best_programs(tmp_path):
+@pytest.fixture(scope="module")
+def _carried_once(tmp_path_factory):
+    """The carried log of a 32x32x32 matmul, tuned once per module (24 trials: the cost of
+    these tests)."""
+    return _other_cpu_log(tmp_path_factory.mktemp("carried"), tc.SearchTask(W.matmul(32, 32, 32).dag))
+
+
+@pytest.fixture
+def carried(_carried_once, tmp_path):
+    """``(log, best first)``: a copy of the carried log of its own for each test (they tune into
+    it and append to it)."""
+    log, best_first = _carried_once
+    mine = str(tmp_path / "carried.jsonl")
+    shutil.copyfile(log, mine)
+    return mine, best_first
+
+
+def test_the_first_round_measures_the_other_cpus_best_programs(carried):
     wl = W.matmul(32, 32, 32)
     task = tc.SearchTask(wl.dag)
-    log, best_first = _other_cpu_log(tmp_path, task)
+    log, best_first = carried
     res = tc.tune(task, trials=8, log=log, options=tc.TuningOptions(**FAST, seed=11),
                   cost_model=RandomModel(11))
     assert res.trials == 8
@@ -49,20 +69,20 @@ def test_the_first_round_measures_the_other_cpus_best_programs(tmp_path):
     np.testing.assert_allclose(k(*x), wl.reference(x)[0], rtol=1e-4, atol=1e-4)
 
 
-def test_without_seeds_the_carried_log_is_not_used(tmp_path):
+def test_without_seeds_the_carried_log_is_not_used(carried):
     task = tc.SearchTask(W.matmul(32, 32, 32).dag)
-    log, _ = _other_cpu_log(tmp_path, task, trials=8)
+    log, _ = carried
     tuner = TaskTuner(task, tc.TuningOptions(**FAST, cross_target_seeds=0), RandomModel(0), log)
     assert tuner.search.seeds == [] and tuner.resumed == 0
     tuner = TaskTuner(task, tc.TuningOptions(**FAST, cross_target_seeds=2), RandomModel(0), log)
     assert len(tuner.search.seeds) == 2 and tuner.resumed == 0
 
 
-def test_the_learned_model_trains_on_the_other_cpu_in_a_group_of_its_own(tmp_path):
+def test_the_learned_model_trains_on_the_other_cpu_in_a_group_of_its_own(carried):
     pytest.importorskip("xgboost")
     from tecomp.search.xgb_model import XGBModel
     task = tc.SearchTask(W.matmul(32, 32, 32).dag)
-    log, best_first = _other_cpu_log(tmp_path, task)
+    log, best_first = carried
     model = XGBModel(task)
     tuner = TaskTuner(task, tc.TuningOptions(**FAST), model, log)
     assert model.n_valid == len(best_first) and model.booster is None
@@ -76,9 +96,9 @@ def test_the_learned_model_trains_on_the_other_cpu_in_a_group_of_its_own(tmp_pat
     assert hi > lo
 
 
-def test_a_damaged_carried_record_seeds_nothing(tmp_path):
+def test_a_damaged_carried_record_seeds_nothing(carried):
     task = tc.SearchTask(W.matmul(32, 32, 32).dag)
-    log, best_first = _other_cpu_log(tmp_path, task, trials=8)
+    log, best_first = carried
     bad = dataclasses.replace(best_first[0], decisions={"sketch": 7, "tiles": "nonsense"},
                               result=dataclasses.replace(best_first[0].result, costs=[1e-9]))
     append_records(log, [bad])

@@ -77,8 +77,15 @@ def _check(name, i, seed):
         check_ptx(kernel.source(), task.target.arch)
 
 
-@pytest.mark.parametrize("name,i", _CASES)
-@pytest.mark.parametrize("seed", range(3))
+# seed 1 of conv2d_nhwc's first sketch emulates a large candidate (20-37 s): slow; seeds 0 and 2
+# of the same sketch check it in the default suite
+_SLOW_DRAWS = {("conv2d_nhwc", 0, 1)}
+
+
+@pytest.mark.parametrize("name,i,seed", [
+    pytest.param(n, i, seed, id=f"{seed}-{n}-{i}",
+                 marks=[pytest.mark.slow] if (n, i, seed) in _SLOW_DRAWS else [])
+    for seed in range(3) for n, i in _CASES])
 def test_random_gpu_candidates_are_valid_and_correct(name, i, seed):
     _check(name, i, seed)
 
