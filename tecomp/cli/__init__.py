@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     p.add_argument("--cost-model", choices=["auto", "xgb", "random"], default="auto",
                    help="auto: the learned model when xgboost is installed, else random")
+    p.add_argument("--no-model-prior", action="store_true",
+                   help="the learned model learns from this tuning's measurements alone, not "
+                        "from the shipped prior of this CPU's vector width")
     from ..search.task import TuningOptions
     d = TuningOptions()  # one place for the defaults
     p.add_argument("--population", type=int, default=d.population,

@@ -119,7 +119,8 @@ def tuning_options(args):
                             min_repeat_ms=args.min_repeat_ms, n_workers=args.workers,
                             build_timeout=args.build_timeout, run_timeout=args.run_timeout,
                             seed=args.seed, verbose=False,
-                            flush_cache=args.flush_cache)
+                            flush_cache=args.flush_cache,
+                            model_prior=not getattr(args, "no_model_prior", False))
     except (TypeError, ValueError) as e:
         raise CliError(f"bad tuning option: {one_line(e)}", code=2) from None
     for flag, v in (("--population", opt.population), ("--generations", opt.generations),

@@ -54,6 +54,9 @@ def add_parser(sub, formatter, wrap) -> None:
     p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     p.add_argument("--cost-model", choices=["auto", "xgb", "random"], default="auto",
                    help="auto: the learned model when xgboost is installed, else random")
+    p.add_argument("--no-model-prior", action="store_true",
+                   help="the learned model learns from this tuning's measurements alone, not "
+                        "from the shipped prior of this CPU's vector width")
     p.add_argument("--population", type=int, default=d.population)
     p.add_argument("--generations", type=int, default=d.generations)
     p.add_argument("--measures-per-round", type=int, default=d.measures_per_round)

@@ -92,3 +92,12 @@ def test_flush_cache_flag_reaches_the_tuning_options(argv):
     parser = build_parser()
     assert tuning_options(parser.parse_args(argv)).flush_cache is False
     assert tuning_options(parser.parse_args(argv + ["--flush-cache"])).flush_cache is True
+
+
+@pytest.mark.parametrize("argv", [["tune", "matmul", "--shape", "8", "8", "8"], ["tune-model", "m.onnx"]])
+def test_no_model_prior_flag_reaches_the_tuning_options(argv):
+    from tecomp.cli import build_parser
+    from tecomp.cli.commands import tuning_options
+    parser = build_parser()
+    assert tuning_options(parser.parse_args(argv)).model_prior is True
+    assert tuning_options(parser.parse_args(argv + ["--no-model-prior"])).model_prior is False
