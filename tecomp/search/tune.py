@@ -73,10 +73,10 @@ def learned_cost_model(task, options: TuningOptions):
     without xgboost."""
     from .xgb_model import XGBModel  # the learned model (needs the `tune` extra: xgboost)
     model = XGBModel(task, seed=options.seed)
-    first = task[0] if isinstance(task, (list, tuple)) and task else task
-    if options.model_prior and first is not None and not isinstance(first, (list, tuple)):
-        prior_of = target_search(first.target).prior
-        prior = prior_of(first.hardware) if prior_of is not None else None
+    first = (task[0] if task else None) if isinstance(task, (list, tuple)) else task
+    prior_of = target_search(first.target).prior if first is not None else None
+    if options.model_prior and prior_of is not None:
+        prior = prior_of(first.hardware)
         if prior is not None:
             model.add_prior(prior)
     return model
