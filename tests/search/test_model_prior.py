@@ -118,3 +118,34 @@ def test_a_model_with_a_prior_saves_and_loads(tmp_path):
     assert back.n_prior == 40 and back.num_boost_round == 150 and len(back.keys) == 41
     assert np.allclose(back.predict_features(feats[:5]), m.predict_features(feats[:5]))
     assert XGBModel(seed=0, num_boost_round=300).num_boost_round == 300
+
+
+def test_a_first_training_on_the_prior_alone_is_shared_within_the_process():
+    pytest.importorskip("xgboost")
+    from tecomp.search.xgb_model import XGBModel
+    feats, costs, groups = _tiny(np.random.default_rng(5), n=60, groups=("a", "b", "c"))
+    prior = ModelPrior("shared", tuple(feats), costs, tuple(groups))
+    first = XGBModel(seed=7, num_boost_round=40)
+    first.add_prior(prior)
+    first.train()
+    again = XGBModel(seed=7, num_boost_round=40)
+    again.add_prior(prior)
+    again.train()
+    # the same booster, not retrained: same scores, and its own copy
+    assert again.booster is not first.booster
+    assert np.array_equal(again.predict_features(feats), first.predict_features(feats))
+    # what decides the booster is in the key: another seed, other costs or an own sample train anew
+    other_seed = XGBModel(seed=8, num_boost_round=40)
+    other_seed.add_prior(prior)
+    changed = ModelPrior("shared", tuple(feats), costs * np.linspace(1, 3, 60), tuple(groups))
+    other_costs = XGBModel(seed=7, num_boost_round=40)
+    other_costs.add_prior(changed)
+    own = XGBModel(seed=7, num_boost_round=40)
+    own.add_prior(prior)
+    own.add_sample("own", feats[1], 0.5, "task")
+    fresh = XGBModel(seed=7, num_boost_round=40)
+    fresh.add_prior(prior)
+    keys = {m._prior_only_key() for m in (fresh, other_seed, other_costs)}
+    assert len(keys) == 3 and None not in keys and own._prior_only_key() is None
+    own.train()  # with its own sample: a training of its own, then none shared
+    assert own._prior_only_key() is None and first._prior_only_key() is None
