@@ -280,37 +280,37 @@ class XGBModel:
 
     # ------------------------------------------------------------------ training
     def train(self) -> None:
-        """Fit a fresh booster on every sample."""
+        """Fit a fresh booster on every sample (a first training on a prior alone is shared
+        within the process: :meth:`_prior_only_key`)."""
         import time
         t0 = time.perf_counter()
         memo = self._prior_only_key()
-        if memo is not None and memo in _PRIOR_BOOSTERS:
-            self.booster = _PRIOR_BOOSTERS[memo].copy()
-            self.n_trained = len(self.keys)
-            self.n_trainings += 1
-            self.train_seconds += time.perf_counter() - t0
-            return
-        X, pid = _stack(self.feats)
-        y = self.labels()
-        w = np.maximum(y, self.min_weight)
-        dtrain = xgb.DMatrix(X)
-        if self.objective == "rank":
-            obj = pack_sum_rank_objective(pid, y, self.groups, seed=self.seed + self.n_trainings)
-            self.booster = xgb.train(self.params, dtrain, num_boost_round=self.num_boost_round,
-                                     obj=obj)
+        shared = _PRIOR_BOOSTERS.get(memo) if memo is not None else None
+        if shared is not None:
+            self.booster = shared.copy()
         else:
-            self.booster = xgb.train(
-                self.params, dtrain, num_boost_round=self.num_boost_round,
-                obj=pack_sum_objective(pid, y, w), evals=[(dtrain, "train")],
-                custom_metric=_pack_sum_rmse(pid, y),
-                early_stopping_rounds=self.early_stopping_rounds, verbose_eval=False)
-        if memo is not None:
-            while len(_PRIOR_BOOSTERS) >= _PRIOR_BOOSTERS_MAX:
-                _PRIOR_BOOSTERS.pop(next(iter(_PRIOR_BOOSTERS)))
-            _PRIOR_BOOSTERS[memo] = self.booster.copy()
+            self.booster = self._fit()
+            if memo is not None:
+                while len(_PRIOR_BOOSTERS) >= _PRIOR_BOOSTERS_MAX:
+                    _PRIOR_BOOSTERS.pop(next(iter(_PRIOR_BOOSTERS)))
+                _PRIOR_BOOSTERS[memo] = self.booster.copy()
         self.n_trained = len(self.keys)
         self.n_trainings += 1
         self.train_seconds += time.perf_counter() - t0
+
+    def _fit(self):
+        X, pid = _stack(self.feats)
+        y = self.labels()
+        dtrain = xgb.DMatrix(X)
+        if self.objective == "rank":
+            obj = pack_sum_rank_objective(pid, y, self.groups, seed=self.seed + self.n_trainings)
+            return xgb.train(self.params, dtrain, num_boost_round=self.num_boost_round, obj=obj)
+        w = np.maximum(y, self.min_weight)
+        return xgb.train(
+            self.params, dtrain, num_boost_round=self.num_boost_round,
+            obj=pack_sum_objective(pid, y, w), evals=[(dtrain, "train")],
+            custom_metric=_pack_sum_rmse(pid, y),
+            early_stopping_rounds=self.early_stopping_rounds, verbose_eval=False)
 
     def _prior_only_key(self):
         """The key under which a first training on a prior's samples alone is shared within
