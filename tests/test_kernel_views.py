@@ -44,6 +44,29 @@ def test_prepared_call_and_constants_through_views():
     assert "define" in rk.source()  # the kernel's own attributes come through
 
 
+def test_a_repeated_call_through_fresh_views_skips_the_checks(monkeypatch):
+    """Each call makes new views of the same arrays; the kernel's call memo matches them by their
+    memory, so only the first call pays the argument checks, and new arrays are checked again."""
+    import sys
+    B = sys.modules["tecomp.build"]  # the module (tecomp.build is also the function)
+    rk, x, w, ref = _flat_kernel("NCHW", seed=5)
+    checked = []
+    real = B._check_array
+    monkeypatch.setattr(B, "_check_array", lambda a, *r: checked.append(1) or real(a, *r))
+    out = np.full(ref.shape, np.nan, np.float32)
+    for _ in range(3):
+        rk(x, w, out=out)
+    assert len(checked) == 3  # two inputs and the output, once
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    x2 = x * 2  # other memory: checked and computed anew
+    rk(x2, w, out=out)
+    assert len(checked) == 6
+    np.testing.assert_allclose(out, 2 * ref, rtol=1e-4, atol=1e-4)
+    out.flags.writeable = False  # the same memory, now read-only: refused, not run
+    with pytest.raises(ValueError, match="read-only"):
+        rk(x2, w, out=out)
+
+
 def test_arguments_that_are_not_views_are_refused():
     rk, x, w, ref = _flat_kernel("NCHW")
     with pytest.raises(ValueError, match="cannot be viewed"):

@@ -148,9 +148,12 @@ def test_shipped_logs_match_as_before_on_this_host():
                     keys[id(r)] = r.key
                 return keys[id(r)]
 
-            for key in sorted({r.workload_key for r in recs}):
-                now, exact = ranked_records(recs, key, HOST)
-                old = [r for r in recs if r.workload_key == key and r.result.is_valid]
+            by_key = {}  # ranked_records filters by key: hand it each key's records alone
+            for r in recs:
+                by_key.setdefault(r.workload_key, []).append(r)
+            for key in sorted(by_key):
+                now, exact = ranked_records(by_key[key], key, HOST)
+                old = [r for r in by_key[key] if r.result.is_valid]
                 # logs tuned since records name features carry this host's full string
                 mine = (LEGACY, str(HOST))
                 # else the other CPUs' records, but never ones using features this host lacks
