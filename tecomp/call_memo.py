@@ -16,7 +16,7 @@ in all (Zen 4), where converting the arguments to addresses again made it 2.1.
 An argument that is another ndarray object over the same memory (same data address, shape,
 dtype and flags: a fresh view, as :class:`tecomp.ReshapedKernel` makes on every call) matches
 too. Every check's answer depends only on those (overlap on the addresses and sizes), and the
-runner uses only the addresses; without this, a reshaped kernel paid the full checks, 60-80
+runner uses only the addresses; without this, a reshaped kernel paid the full checks, 50-80
 microseconds a call on the Zen 1, on every call.
 """
 from __future__ import annotations
