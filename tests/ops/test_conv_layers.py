@@ -2,8 +2,9 @@
 search has sketches for it, and a random sketch + annotation gives a correct kernel (against the
 numpy reference, and torch where it imports).
 
-The default run uses small inputs (kernel, stride, padding, groups and channels exact); the
-``slow`` variants run the true 224-pixel-network shapes and batch 8 for every layer.
+The default run uses small inputs (kernel, stride, padding, groups and channels exact), every
+layer in one layout and method and one layer of each kind in all four at batch 8; the ``slow``
+variants run the rest, the true 224-pixel-network shapes and batch 8 for every layer.
 """
 import zlib
 
@@ -66,9 +67,15 @@ def _check_random_candidate(spec, batch, layout, method, size):
         np.testing.assert_allclose(out, theirs, **tol)
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("spec", SPECS, ids=_id)
+# every layer in the default run, each in one (layout, method) pair, the pairs taken in turn
+# (every pair still meets every kind of layer below, at batch 8); the other pairs are slow
+_PAIRS = [(layout, method) for layout in LAYOUTS for method in METHODS]
+BATCH1 = [pytest.param(sp, layout, method, id=f"{_id(sp)}-{layout}-{method}",
+                       marks=() if (layout, method) == _PAIRS[i % len(_PAIRS)] else pytest.mark.slow)
+          for i, sp in enumerate(SPECS) for layout, method in _PAIRS]
+
+
+@pytest.mark.parametrize("spec,layout,method", BATCH1)
 def test_layer_batch1_small(spec, layout, method):
     _check_random_candidate(spec, 1, layout, method, N.small_size(spec))
 

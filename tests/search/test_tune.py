@@ -1,5 +1,6 @@
 """tc.tune end to end: records, resume, kill -9, crashing and hanging candidates."""
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -83,14 +84,17 @@ def test_kill_9_during_tuning_then_resume_loses_nothing(tmp_path):
     assert len({r.key for r in after}) == len(after)
 
 
-def crash_or_hang(call, outputs, steps):
-    """Test hook (runs in the measurement worker): a split whose innermost length is 3 segfaults,
-    one whose innermost length is 6 hangs."""
+def crash_or_hang(marks, call, outputs, steps):
+    """Test hook (runs in the measurement worker): the first candidate with a split whose
+    innermost length is 3 segfaults, the first whose innermost length is 6 hangs (a file in
+    directory ``marks`` remembers each across the fresh workers a fault costs)."""
     inner = [r[3][-1] for r in steps if r[0] == "SP"]
-    if 3 in inner:
-        return lambda: ctypes.string_at(0)
-    if 6 in inner:
-        return lambda: time.sleep(1e9)
+    for size, kind, fault in ((3, "crash", lambda: ctypes.string_at(0)),
+                              (6, "hang", lambda: time.sleep(1e9))):
+        mark = os.path.join(marks, kind)
+        if size in inner and not os.path.exists(mark):
+            open(mark, "w").close()
+            return fault
     return None
 
 
@@ -98,9 +102,10 @@ def test_crashing_and_hanging_candidates_are_errors_and_tuning_goes_on(tmp_path)
     wl, task = _task(48)  # 48 = 2^4 * 3: tilings with 3 and 6 come up often
     log = str(tmp_path / "faults.jsonl")
     # two rounds: the first already crashes and hangs (each fault costs a fresh worker, the
-    # cost of this test), the second shows tuning goes on; a valid run takes milliseconds
+    # cost of this test: one of each), the second shows tuning goes on; a valid run takes
+    # milliseconds
     opt = tc.TuningOptions(**FAST, run_timeout=0.5)
-    with LocalMeasurer(opt, prepare=crash_or_hang) as m:
+    with LocalMeasurer(opt, prepare=functools.partial(crash_or_hang, str(tmp_path))) as m:
         res = tc.tune(task, trials=16, log=log, options=opt, cost_model=RandomModel(3), measurer=m)
     kinds = {r.result.error for r in load_records(log)}
     assert ErrorKind.CRASH in kinds and ErrorKind.RUN_TIMEOUT in kinds
