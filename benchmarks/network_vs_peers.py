@@ -6,8 +6,9 @@
 
 For every distinct layer of the layer set (batch 1 unless ``--batch``), each ``--log METHOD=PATH``
 gives the best record of that layer built with that conv method (a method that does not compute a
-layer, Winograd a strided one, is left out there; ``flat``: a 1x1 stride-1 layer computed on its
-image viewed as one row of pixels, called on views of the same arrays; ``METHOD/LABEL=PATH``
+layer, Winograd a strided one, is left out there; ``flat``: a 1x1 unpadded layer computed on its
+image viewed as one row of pixels (a strided one after a copy of the pixels it reads), called
+on views of the same arrays; ``METHOD/LABEL=PATH``
 names a second log of one method, e.g. one tuned on another CPU), its weight bound at build time
 (``tc.build(..., constants=)``: a packed weight is packed once, as in a compiled model, not in
 the timed call); every method's kernel is a

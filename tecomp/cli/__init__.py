@@ -64,8 +64,8 @@ def _workload_args(p, method=True, optional=False):
                             "computed channels-last between two transposes; blocked: an NCHW "
                             "convolution in blocks of 16 channels, NCHW[x]c; phased: a strided "
                             "NCHW convolution on its input split into stride phases; flat, with "
-                            "--network only: the 1x1 stride-1 unpadded layers, each computed on "
-                            "its image viewed as one row of H*W pixels)")
+                            "--network only: the 1x1 unpadded layers, each computed on its "
+                            "image (strided: the pixels read) as one row of pixels)")
     p.add_argument("--target", default="llvm",
                    help="compilation target (default: llvm, this CPU with its features)")
 

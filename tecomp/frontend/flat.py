@@ -1,11 +1,14 @@
-"""The FLAT variant of a group: a 1x1, stride-1, unpadded convolution and its elementwise
-epilogue computed on the image viewed as one row of ``H * W`` pixels.
+"""The FLAT variant of a group: a 1x1, unpadded convolution and its elementwise epilogue computed
+on the image viewed as one row of ``H * W`` pixels.
 
 Why: such a convolution is one matrix product over the pixels, but its 2-d output rows of 28,
 14 or 7 pixels leave a vector tail per row in NCHW (the vector runs along a row) and split the
 pixel tile at every row end in NHWC. On ``(N, C, 1, H*W)`` (``(N, 1, H*W, C)`` in NHWC) the
 pixel axis tiles and vectorizes freely; the bytes are the same, so the compiled model passes
-views of its buffers (:class:`tecomp.ReshapedKernel`) and nothing is copied.
+views of its buffers (:class:`tecomp.ReshapedKernel`) and nothing is copied. A strided one
+reads its plain input: its first stage copies the pixels the stride reads into one row
+(:func:`tecomp.ops.flat_subsample`, a stage the search places as it places a padding copy),
+and the rest is the stride-1 form; only its output and epilogue operands are viewed flat.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ def _flatten(shape: tuple, layout: Layout) -> tuple:
 
 
 def flat_eligible(m: Model, g) -> bool:
-    """Whether group ``g`` of ``m`` may run FLAT: its first node is a 1x1, stride-1, unpadded
+    """Whether group ``g`` of ``m`` may run FLAT: its first node is a 1x1, unpadded (any stride)
     convolution of a runtime 4-d input with constant weights, and every later node is
     elementwise, reading values of the output's shape, the group's own values, or operands
     that do not vary over the image (a per-channel bias, a scalar)."""
@@ -40,7 +43,7 @@ def flat_eligible(m: Model, g) -> bool:
     h, wd = _spatial(layout)
     w = m.values[n.inputs[1]].shape
     k = (w[0], w[1]) if layout is Layout.NHWC else (w[2], w[3])
-    if k != (1, 1) or tuple(n.attrs["strides"]) != (1, 1) or any(n.attrs["pads"]):
+    if k != (1, 1) or any(n.attrs["pads"]):
         return False
     out = m.values[n.output].shape
     if len(out) != 4 or out[h] * out[wd] <= 1:
@@ -63,11 +66,13 @@ def flat_eligible(m: Model, g) -> bool:
 
 def flat_shapes(m: Model, g, names) -> dict:
     """Name -> shape of the placeholders of ``names`` (runtime values of group ``g``) in its FLAT
-    variant: a value of the convolution's input or output shape flattened over the image, the
-    others unchanged."""
+    variant: a value of the convolution's output shape, or of its input shape where the stride
+    is 1, flattened over the image; the others (a strided convolution's input) unchanged."""
     n = g.anchor
     layout = n.attrs.get("layout", Layout.NCHW)
-    image = (tuple(m.values[n.inputs[0]].shape), tuple(m.values[n.output].shape))
+    image = (tuple(m.values[n.output].shape),)
+    if max(n.attrs["strides"]) == 1:
+        image += (tuple(m.values[n.inputs[0]].shape),)
     out = {}
     for name in names:
         s = tuple(m.values[name].shape)

@@ -25,7 +25,7 @@ class ConvAlgorithm(enum.Enum):
     WINOGRAD = "winograd"
     BLOCKED = "blocked"  # NCHW[x]c: an NCHW convolution in blocks of channels
     PHASED = "phased"  # a strided NCHW one on its input split into stride phases (ops/phased.py)
-    FLAT = "flat"  # a 1x1 stride-1 one on the image viewed as one row of pixels (flat.py)
+    FLAT = "flat"  # a 1x1 unpadded one on the image as one row of pixels (flat.py)
 
 
 class PoolKind(enum.Enum):
@@ -37,9 +37,13 @@ def _conv2d(ops_: list, attrs: dict, name: str) -> Tensor:
     x, w = ops_[0], ops_[1]
     layout = attrs.get("layout", Layout.NCHW)  # NHWC: weight HWIO (the layout pass made it)
     method = attrs.get("algorithm", ConvAlgorithm.DIRECT)  # a variant of the group (fusion.py)
-    if method is ConvAlgorithm.FLAT:  # x is already the flattened view: a direct convolution
+    strides = attrs["strides"]
+    if method is ConvAlgorithm.FLAT:  # a direct convolution of the flattened image
         method = ConvAlgorithm.DIRECT
-    out = ops.conv2d(x, w, stride=attrs["strides"], padding=attrs["pads"],
+        if max(strides) > 1:  # x is the plain input: its strided pixels copied into one row
+            x, strides = ops.flat_subsample(x, tuple(strides), layout.value, f"{name}_phase"), (1, 1)
+        # (stride 1: x is already the flattened view of the model's buffer)
+    out = ops.conv2d(x, w, stride=strides, padding=attrs["pads"],
                      dilation=attrs["dilations"], groups=attrs["groups"], layout=layout.value,
                      method=method.value, name=name)
     if len(ops_) > 2:

@@ -6,7 +6,8 @@ follow the inputs. Build a kernel from one with ``tc.ComputeDAG([...inputs..., o
 from .conv2d import conv2d, conv2d_output_shape, pad2d
 from .matmul import batch_matmul, matmul
 from .nn import bias_add, relu, softmax
+from .phased import flat_subsample
 from .sparse import bsr_spmm, csr_spmm, sddmm
 
 __all__ = ["matmul", "batch_matmul", "conv2d", "conv2d_output_shape", "pad2d", "csr_spmm",
-           "bsr_spmm", "sddmm", "bias_add", "relu", "softmax"]
+           "bsr_spmm", "sddmm", "bias_add", "relu", "softmax", "flat_subsample"]

@@ -17,13 +17,18 @@ convolution. Only the planes some tap reads are written (a 1x1 strided convoluti
 the copy is the input subsampled), and of each only the rows and columns read, so the copy
 moves at most the bytes the plain padding does. With stride 1 it is the plain padding with two
 unit dimensions.
+
+:func:`flat_subsample` is that one plane of a 1x1 strided convolution written as one row of
+pixels, ``(N, C, 1, OH*OW)`` (NCHW) or ``(N, 1, OH*OW, C)`` (NHWC): the 1x1 stride-1 convolution
+of it is the FLAT form (``tecomp.workloads.networks.FLAT``), whose pixel axis tiles and
+vectorizes across the ends of the output rows.
 """
 from __future__ import annotations
 
 from .. import ir
 from ..ir.tensor import Tensor
 
-__all__ = ["phased_conv2d", "phase_extent", "phase_planes"]
+__all__ = ["phased_conv2d", "phase_extent", "phase_planes", "flat_subsample"]
 
 
 def phase_extent(out: int, kernel: int, stride: int, dilation: int) -> int:
@@ -82,3 +87,30 @@ def phased_conv2d(data: Tensor, weight: Tensor, pads: tuple, stride: tuple, dila
                   x + (rx * dw) // sw] * weight[o, rc, ry, rx],
             axis=[rc, ry, rx]),
         name=name, tag="conv2d_nchw")
+
+
+def flat_subsample(data: Tensor, stride, layout: str = "NCHW", name: str = "subsample") -> Tensor:
+    """The pixels a 1x1, unpadded convolution of ``stride`` reads from ``data`` (4-d, NCHW or
+    NHWC), as one row: ``(N, C, 1, OH*OW)`` or ``(N, 1, OH*OW, C)`` with ``OH = (H - 1) //
+    stride_h + 1`` (likewise ``OW``); pixel ``p`` is input pixel ``(p // OW * stride_h,
+    p % OW * stride_w)``. A copy stage tagged ``"pad"``: the search places it as it places a
+    padding copy (at root, inside a tile, or inlined)."""
+    sh, sw = (stride, stride) if isinstance(stride, int) else tuple(stride)
+    if layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"flat_subsample: layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    if not isinstance(data, Tensor) or data.ndim != 4:
+        raise ValueError("flat_subsample: data must be a 4-d tensor")
+    if min(sh, sw) < 1:
+        raise ValueError(f"flat_subsample: strides must be >= 1, got {(sh, sw)}")
+    if layout == "NCHW":
+        N, C, H, W = data.shape
+    else:
+        N, H, W, C = data.shape
+    OH, OW = (H - 1) // sh + 1, (W - 1) // sw + 1
+    if layout == "NCHW":
+        return ir.compute((N, C, 1, OH * OW),
+                          lambda n, c, z, p: data[n, c, p // OW * sh, p % OW * sw],
+                          name=name, tag="pad")
+    return ir.compute((N, 1, OH * OW, C),
+                      lambda n, z, p, c: data[n, p // OW * sh, p % OW * sw, c],
+                      name=name, tag="pad")

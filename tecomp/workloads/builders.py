@@ -19,7 +19,7 @@ from .. import ir, ops
 from . import reference as ref
 
 __all__ = ["Workload", "random_csr", "random_bsr", "random_pattern_like", "matmul", "batch_matmul",
-           "conv2d", "csr_spmm",
+           "conv2d", "conv2d_flat", "csr_spmm",
            "bsr_spmm", "sddmm", "softmax", "matmul_bias_relu", "WORKLOADS", "get_workload",
            "parse_value", "workload_from_spec"]
 
@@ -226,6 +226,39 @@ def conv2d(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int, stride=1, p
                     dict(N=N, C=C, H=H, W=W, O=O, KH=KH, KW=KW, stride=stride, padding=padding,
                          dilation=dilation, groups=groups, layout=layout, method=method,
                          dtype=dtype))
+
+
+def conv2d_flat(N: int, C: int, H: int, W: int, O: int, stride=1, groups: int = 1,
+                layout: str = "NCHW", dtype="float32"):
+    """A 1x1, unpadded convolution in its FLAT form (``networks.FLAT``): output ``(N, O, 1,
+    OH*OW)`` (NCHW) or ``(N, 1, OH*OW, O)`` (NHWC), the bytes of the plain output. With stride 1
+    the data is the image viewed as one row, ``(N, C, 1, H*W)``: :func:`conv2d` of that shape;
+    with a stride it is the plain ``(N, C, H, W)`` image, whose strided pixels a first stage copies
+    into one row (:func:`tecomp.ops.flat_subsample`)."""
+    sh, sw = (stride, stride) if isinstance(stride, int) else tuple(stride)
+    if (sh, sw) == (1, 1):
+        return conv2d(N, C, 1, H * W, O, 1, 1, 1, 0, 1, groups, layout, "direct", dtype)
+    if layout == "NCHW":
+        dshape, wshape = (N, C, H, W), (O, C // groups, 1, 1)
+    else:
+        dshape, wshape = (N, H, W, C), (1, 1, C // groups, O)
+    data = ir.placeholder(dshape, dtype, name="data")
+    weight = ir.placeholder(wshape, dtype, name="weight")
+    row = ops.flat_subsample(data, (sh, sw), layout, name="conv2d_phase")
+    out = ops.conv2d(row, weight, 1, 0, 1, groups, layout, "direct")
+    dag = ir.ComputeDAG([data, weight, out])
+    flat_shape = tuple(out.shape)
+
+    def make_inputs(rng):
+        return [_rand(rng, dshape, dtype), _rand(rng, wshape, dtype)]
+
+    def reference(inputs):
+        return [ref.ref_conv2d(*inputs, stride=(sh, sw), groups=groups,
+                               layout=layout).reshape(flat_shape)]
+
+    return Workload(dag, make_inputs, reference, f"conv2d_flat_{layout.lower()}",
+                    dict(N=N, C=C, H=H, W=W, O=O, KH=1, KW=1, stride=(sh, sw), padding=0,
+                         dilation=1, groups=groups, layout=layout, method="flat", dtype=dtype))
 
 
 # ----------------------------------------------------------------------------- sparse builders

@@ -11,11 +11,12 @@ from . import builders as W
 __all__ = ["layer_specs", "layer_set", "layer_weights", "conv_specs", "conv_kind", "conv_layer",
            "small_size", "method_applies", "flat_applies", "NETWORKS", "FLAT", "LAYER_METHODS"]
 
-#: a network-level method beside the conv2d ones: a 1x1, stride-1, unpadded convolution computed
-#: on its image viewed as one row of ``H * W`` pixels, ``(N, C, 1, H*W)`` (NCHW) or
-#: ``(N, 1, H*W, C)`` (NHWC): the same bytes, so a caller passes reshaped views
-#: (:class:`tecomp.ReshapedKernel`). Its pixel axis then tiles and vectorizes across row ends:
-#: a 28-, 14- or 7-pixel row otherwise leaves a vector tail per row.
+#: a network-level method beside the conv2d ones: a 1x1, unpadded convolution computed on its
+#: image viewed as one row of ``H * W`` pixels, ``(N, C, 1, H*W)`` (NCHW) or ``(N, 1, H*W, C)``
+#: (NHWC): the same bytes, so a caller passes reshaped views (:class:`tecomp.ReshapedKernel`).
+#: Its pixel axis then tiles and vectorizes across row ends: a 28-, 14- or 7-pixel row otherwise
+#: leaves a vector tail per row. A strided one reads the plain image and first copies the pixels
+#: its stride reads into one row (:func:`~.builders.conv2d_flat`); its output is viewed flat.
 FLAT = "flat"
 #: the methods a network's layer set may be built with (``tecomp tune --network --method``)
 LAYER_METHODS = METHODS + (FLAT,)
@@ -100,14 +101,14 @@ def layer_specs(name: str) -> list:
 
 
 def flat_applies(spec) -> bool:
-    """Whether layer ``spec`` is a 1x1, stride-1, unpadded convolution (:data:`FLAT`)."""
-    return spec[0] == "conv" and spec[4] == 1 and spec[5] == 1 and spec[6] == 0
+    """Whether layer ``spec`` is a 1x1, unpadded convolution (:data:`FLAT`; any stride)."""
+    return spec[0] == "conv" and spec[4] == 1 and spec[6] == 0
 
 
 def method_applies(spec, method: str) -> bool:
     """Whether conv ``method`` computes layer ``spec``: direct, implicit GEMM, channels-last and
     blocked every layer (a dense one as a matmul), Winograd the 3x3, stride-1, ungrouped
-    convolutions only, :data:`FLAT` the 1x1, stride-1, unpadded ones, ``"phased"`` the strided
+    convolutions only, :data:`FLAT` the 1x1, unpadded ones, ``"phased"`` the strided
     ones."""
     if method == FLAT:
         return flat_applies(spec)
@@ -122,7 +123,7 @@ def layer_set(name: str, batch: int = 1, layout: str = "NHWC", method: str = "di
     """``[(Workload, count), ...]`` of the network's distinct layers that ``method`` computes
     (:func:`method_applies`: all of them, except for ``"winograd"`` and :data:`FLAT`; a
     :data:`FLAT` workload is the direct convolution of the flattened image, ``H = 1``,
-    ``W = H * W``)."""
+    ``W = H * W``, after a copy of the pixels a stride reads, :func:`~.builders.conv2d_flat`)."""
     out = []
     for spec, count in layer_specs(name):
         if not method_applies(spec, method):
@@ -133,7 +134,7 @@ def layer_set(name: str, batch: int = 1, layout: str = "NHWC", method: str = "di
         else:
             _, C, H, O, k, s, p, g = spec
             if method == FLAT:
-                wl = W.conv2d(batch, C, 1, H * H, O, 1, 1, 1, 0, 1, g, layout, "direct")
+                wl = W.conv2d_flat(batch, C, H, H, O, s, g, layout)
             else:
                 wl = W.conv2d(batch, C, H, H, O, k, k, s, p, 1, g, layout, method)
         out.append((wl, count))

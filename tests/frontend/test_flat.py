@@ -1,6 +1,7 @@
-"""The FLAT variant of a 1x1 stride-1 convolution group (tecomp/frontend/flat.py): which groups
-get it, that compile_model runs it on views of the model's buffers where its record is the
-fastest, against ONNX Runtime in both layouts, and that an export of it loads and runs."""
+"""The FLAT variant of a 1x1 unpadded convolution group (tecomp/frontend/flat.py): which groups
+get it (strided ones too, reading their plain input), that compile_model runs it on views of
+the model's buffers where its record is the fastest, against ONNX Runtime in both layouts, and
+that an export of it loads and runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +28,7 @@ def n(op, ins, outs, **attrs):
 
 def bottleneck_tail(C=6, O=8, H=5):
     """A 1x1 conv with bias, its residual add and relu (fusable into one group), then a 1x1
-    stride-2 conv (not FLAT) and a 3x3 conv (not FLAT)."""
+    stride-2 conv (FLAT after a copy of the pixels it reads) and a 3x3 conv (not FLAT)."""
     nodes = [n("Conv", ["x", "W1", "B1"], ["c1"]), n("Add", ["c1", "r"], ["a"]),
              n("Relu", ["a"], ["y1"]), n("Conv", ["y1", "W2"], ["c2"], strides=[2, 2]),
              n("Conv", ["c2", "W3"], ["y"], pads=[1, 1, 1, 1])]
@@ -42,16 +43,20 @@ def _flat_of(model):
 
 
 @pytest.mark.parametrize("layout", [tc.Layout.NCHW, tc.Layout.NHWC])
-def test_only_the_1x1_stride_1_group_has_a_flat_variant(layout):
+def test_only_the_1x1_unpadded_groups_have_a_flat_variant(layout):
     model = tc.from_onnx(bottleneck_tail(), layout=layout)
     flats = [f for f in _flat_of(model) if f]
-    assert len(flats) == 1
-    gd = flats[0][0]
+    assert len(flats) == 2  # not the 3x3 one
+    gd, strided = flats[0][0], flats[1][0]
     shapes = [tuple(t.shape) for t in gd.dag.inputs if t.name.startswith("in")]
-    want = [(1, 6, 1, 25), (1, 8, 1, 25)] if layout is tc.Layout.NCHW else \
-        [(1, 1, 25, 6), (1, 1, 25, 8)]
+    nchw = layout is tc.Layout.NCHW
+    want = [(1, 6, 1, 25), (1, 8, 1, 25)] if nchw else [(1, 1, 25, 6), (1, 1, 25, 8)]
     assert shapes == want  # the input and the residual, both viewed flat
-    assert gd.name.endswith("[flat]")
+    assert gd.name.endswith("[flat]") and strided.name.endswith("[flat]")
+    # the strided one reads its plain 5x5 input and writes its 3x3 output as one row of 9
+    (x,) = [tuple(t.shape) for t in strided.dag.inputs if t.name.startswith("in")]
+    assert x == ((1, 8, 5, 5) if nchw else (1, 5, 5, 8))
+    assert tuple(strided.dag.outputs[0].shape) == ((1, 8, 1, 9) if nchw else (1, 1, 9, 8))
 
 
 def test_an_epilogue_that_varies_over_the_image_keeps_the_plain_form():
@@ -63,10 +68,12 @@ def test_an_epilogue_that_varies_over_the_image_keeps_the_plain_form():
 
 
 def _log_favouring_flat(model, path):
-    """Records of every task's default schedule, the FLAT variants' the cheapest."""
+    """Records of every task's default schedule, the FLAT variants' (their output one row of
+    pixels) the cheapest."""
     recs = []
     for t, _ in model.tasks():
-        flat = "1, 25" in str([tuple(x.shape) for x in t.dag.inputs])
+        out = tuple(t.dag.outputs[0].shape)
+        flat = (out[2] == 1 and out[3] in (9, 25)) or (out[1] == 1 and out[2] in (9, 25))
         steps = default_schedule(t.dag).state.steps_records()
         recs.append(Record(t.workload_key, str(t.target), steps, {},
                            MeasureResult((1e-6 if flat else 1e-3,))))
@@ -80,7 +87,7 @@ def test_compile_model_runs_the_flat_variant_on_views(tmp_path, layout):
     log = tmp_path / "m.jsonl"
     _log_favouring_flat(model, log)
     cm = tc.compile_model(model, log=str(log))
-    assert any(st.name.endswith("[flat]") for st in cm.steps)
+    assert sum(st.name.endswith("[flat]") for st in cm.steps) == 2  # strided too
     feeds = {"x": rng.standard_normal((1, 6, 5, 5)).astype(np.float32),
              "r": rng.standard_normal((1, 8, 5, 5)).astype(np.float32)}
     want = ort_run(proto, feeds)[0]
