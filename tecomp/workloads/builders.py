@@ -231,10 +231,9 @@ def conv2d(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int, stride=1, p
 def conv2d_flat(N: int, C: int, H: int, W: int, O: int, stride=1, groups: int = 1,
                 layout: str = "NCHW", dtype="float32"):
     """A 1x1, unpadded convolution in its FLAT form (``networks.FLAT``): output ``(N, O, 1,
-    OH*OW)`` (NCHW) or ``(N, 1, OH*OW, O)`` (NHWC), the bytes of the plain output. With stride 1
-    the data is the image viewed as one row, ``(N, C, 1, H*W)``: :func:`conv2d` of that shape;
-    with a stride it is the plain ``(N, C, H, W)`` image, whose strided pixels a first stage copies
-    into one row (:func:`tecomp.ops.flat_subsample`)."""
+    OH*OW)`` / ``(N, 1, OH*OW, O)``, the plain output's bytes. Stride 1: :func:`conv2d` of the image
+    viewed as one row, ``(N, C, 1, H*W)``; strided: of the plain image, whose strided pixels a
+    first stage copies into one row (:func:`tecomp.ops.flat_subsample`)."""
     sh, sw = (stride, stride) if isinstance(stride, int) else tuple(stride)
     if (sh, sw) == (1, 1):
         return conv2d(N, C, 1, H * W, O, 1, 1, 1, 0, 1, groups, layout, "direct", dtype)
