@@ -41,7 +41,8 @@ def _conv2d(ops_: list, attrs: dict, name: str) -> Tensor:
     if method is ConvAlgorithm.FLAT:  # a direct convolution of the flattened image
         method = ConvAlgorithm.DIRECT
         if max(strides) > 1:  # x is the plain input: its strided pixels copied into one row
-            x, strides = ops.flat_subsample(x, tuple(strides), layout.value, f"{name}_phase"), (1, 1)
+            x = ops.flat_subsample(x, tuple(strides), layout.value, f"{name}_subsample")
+            strides = (1, 1)
         # (stride 1: x is already the flattened view of the model's buffer)
     out = ops.conv2d(x, w, stride=strides, padding=attrs["pads"],
                      dilation=attrs["dilations"], groups=attrs["groups"], layout=layout.value,

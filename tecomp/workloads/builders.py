@@ -243,7 +243,7 @@ def conv2d_flat(N: int, C: int, H: int, W: int, O: int, stride=1, groups: int = 
         dshape, wshape = (N, H, W, C), (1, 1, C // groups, O)
     data = ir.placeholder(dshape, dtype, name="data")
     weight = ir.placeholder(wshape, dtype, name="weight")
-    row = ops.flat_subsample(data, (sh, sw), layout, name="conv2d_phase")
+    row = ops.flat_subsample(data, (sh, sw), layout, name="conv2d_subsample")
     out = ops.conv2d(row, weight, 1, 0, 1, groups, layout, "direct")
     dag = ir.ComputeDAG([data, weight, out])
     flat_shape = tuple(out.shape)

@@ -16,7 +16,8 @@ rng = np.random.default_rng(3)
 
 
 def three_convs():
-    """Two convolutions of one shape (different weights) and a third of another shape."""
+    """Two convolutions of one shape (different weights) and a third of another shape (2x2
+    stride 2: strided, but not a 1x1 with a FLAT variant)."""
     w = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float32)  # noqa: E731
     nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
@@ -24,7 +25,7 @@ def three_convs():
              helper.make_node("Relu", ["c2"], ["r2"]),
              helper.make_node("Conv", ["r2", "W3"], ["y"], strides=[2, 2])]
     inits = {"W1": w(4, 4, 3, 3), "B1": w(4), "W2": w(4, 4, 3, 3), "B2": w(4),
-             "W3": w(8, 4, 1, 1)}
+             "W3": w(8, 4, 2, 2)}
     return make_model(nodes, {"x": [1, 4, 6, 6]}, {"y": [1, 8, 3, 3]}, inits)
 
 
