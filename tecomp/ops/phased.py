@@ -95,7 +95,11 @@ def flat_subsample(data: Tensor, stride, layout: str = "NCHW", name: str = "subs
     stride_h + 1`` (likewise ``OW``); pixel ``p`` is input pixel ``(p // OW * stride_h,
     p % OW * stride_w)``. A copy stage tagged ``"pad"``: the search places it as it places a
     padding copy (at root, inside a tile, or inlined)."""
-    sh, sw = (stride, stride) if isinstance(stride, int) else tuple(stride)
+    st = (stride, stride) if isinstance(stride, int) else \
+        tuple(stride) if isinstance(stride, (tuple, list)) else ()
+    if len(st) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in st):
+        raise ValueError(f"flat_subsample: strides must be an int or two ints, got {stride!r}")
+    sh, sw = st
     if layout not in ("NCHW", "NHWC"):
         raise ValueError(f"flat_subsample: layout must be 'NCHW' or 'NHWC', got {layout!r}")
     if not isinstance(data, Tensor) or data.ndim != 4:

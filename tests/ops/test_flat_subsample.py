@@ -50,8 +50,9 @@ def test_bad_arguments_are_clear_errors():
     data = ir.placeholder((1, 2, 5, 7), "float32", name="data")
     with pytest.raises(ValueError, match="layout"):
         ops.flat_subsample(data, 2, "NCWH")
-    with pytest.raises(ValueError, match="strides"):
-        ops.flat_subsample(data, (0, 1))
+    for bad in ((0, 1), (2, 2, 2), 1.5, (2, True)):
+        with pytest.raises(ValueError, match="strides"):
+            ops.flat_subsample(data, bad)
     with pytest.raises(ValueError, match="4-d"):
         ops.flat_subsample(ir.placeholder((2, 5, 7), "float32", name="d3"), 2)
 
