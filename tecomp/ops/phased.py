@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from .. import ir
 from ..ir.tensor import Tensor
+from . import arguments as chk
 
 __all__ = ["phased_conv2d", "phase_extent", "phase_planes", "flat_subsample"]
 
@@ -95,17 +96,11 @@ def flat_subsample(data: Tensor, stride, layout: str = "NCHW", name: str = "subs
     stride_h + 1`` (likewise ``OW``); pixel ``p`` is input pixel ``(p // OW * stride_h,
     p % OW * stride_w)``. A copy stage tagged ``"pad"``: the search places it as it places a
     padding copy (at root, inside a tile, or inlined)."""
-    st = (stride, stride) if isinstance(stride, int) else \
-        tuple(stride) if isinstance(stride, (tuple, list)) else ()
-    if len(st) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in st):
-        raise ValueError(f"flat_subsample: strides must be an int or two ints, got {stride!r}")
-    sh, sw = st
+    op = "flat_subsample"
+    chk.tensor(op, "data", data, 4)
+    sh, sw = chk.int_pair(op, "stride", stride, 1)
     if layout not in ("NCHW", "NHWC"):
-        raise ValueError(f"flat_subsample: layout must be 'NCHW' or 'NHWC', got {layout!r}")
-    if not isinstance(data, Tensor) or data.ndim != 4:
-        raise ValueError("flat_subsample: data must be a 4-d tensor")
-    if min(sh, sw) < 1:
-        raise ValueError(f"flat_subsample: strides must be >= 1, got {(sh, sw)}")
+        raise ValueError(f"{op}: 'layout' must be 'NCHW' or 'NHWC', got {layout!r}")
     if layout == "NCHW":
         N, C, H, W = data.shape
     else:

@@ -234,7 +234,7 @@ def conv2d_flat(N: int, C: int, H: int, W: int, O: int, stride=1, groups: int = 
     OH*OW)`` / ``(N, 1, OH*OW, O)``, the plain output's bytes. Stride 1: :func:`conv2d` of the image
     viewed as one row, ``(N, C, 1, H*W)``; strided: of the plain image, whose strided pixels a
     first stage copies into one row (:func:`tecomp.ops.flat_subsample`)."""
-    sh, sw = (stride, stride) if isinstance(stride, int) else tuple(stride)
+    sh, sw = (stride, stride) if isinstance(stride, int) else tuple(stride)  # (checked in ops)
     if (sh, sw) == (1, 1):
         return conv2d(N, C, 1, H * W, O, 1, 1, 1, 0, 1, groups, layout, "direct", dtype)
     if layout == "NCHW":
