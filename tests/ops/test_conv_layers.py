@@ -68,7 +68,7 @@ def _check_random_candidate(spec, batch, layout, method, size):
 
 
 # every layer in the default run, each in one (layout, method) pair, the pairs taken in turn
-# (every pair still meets every kind of layer below, at batch 8); the other pairs are slow
+# (every pair also meets several kinds of layer at batch 8, below); the other pairs are slow
 _PAIRS = [(layout, method) for layout in LAYOUTS for method in METHODS]
 BATCH1 = [pytest.param(sp, layout, method, id=f"{_id(sp)}-{layout}-{method}",
                        marks=() if (layout, method) == _PAIRS[i % len(_PAIRS)] else pytest.mark.slow)
