@@ -151,11 +151,16 @@ class Record:
         self.flop_count = float(self.flop_count)
         self.family = str(self.family or "")
         self.context = str(self.context or "")
+        # made on first use and kept: a ranking asks each record of a log for its key (a shipped
+        # log holds tens of thousands), and a record's steps are not changed once it is made
+        self._key = None
 
     @property
     def key(self) -> str:
         """The de-duplication key of the schedule (equals ``Schedule.key`` / ``State.key``)."""
-        return json.dumps(self.steps, separators=_COMPACT)
+        if self._key is None:
+            self._key = json.dumps(self.steps, separators=_COMPACT)
+        return self._key
 
     @property
     def cost(self) -> float:

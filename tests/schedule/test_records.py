@@ -328,3 +328,14 @@ def test_kill_9_during_appends_loses_nothing_appended(tmp_path):
     # every complete line loads, and every batch reported as appended is there
     assert len(recs) == complete >= reported
     assert best_record(recs, "wk", "llvm -mcpu=x").result.is_valid
+
+
+def test_a_records_key_is_made_once_and_a_copy_gets_its_own():
+    import dataclasses
+    import pickle
+    rec = Record("w" * 32, "llvm", [["SP", 2, 0, [8], True]], {}, MeasureResult([1e-3]))
+    assert rec.key == '[["SP",2,0,[8],true]]' and rec.key is rec.key
+    other = dataclasses.replace(rec, steps=[["CI", 1]])
+    assert other.key == '[["CI",1]]' and rec.key == '[["SP",2,0,[8],true]]'
+    assert other != rec and pickle.loads(pickle.dumps(rec)) == rec
+    assert Record.from_json(rec.to_json()) == rec
