@@ -88,7 +88,9 @@ for _spec in SPECS:
 _FIRST = {sp: j for j, sp in enumerate(_KINDS.values())}
 BATCH8 = [pytest.param(sp, layout, method, id=f"{_id(sp)}-{layout}-{method}",
                        marks=() if sp in _FIRST and (layout, method) in
-                       (_PAIRS[_FIRST[sp] % 4], _PAIRS[(_FIRST[sp] + 2) % 4]) else pytest.mark.slow)
+                       (_PAIRS[_FIRST[sp] % len(_PAIRS)],
+                        _PAIRS[(_FIRST[sp] + len(_PAIRS) // 2) % len(_PAIRS)])
+                       else pytest.mark.slow)
           for sp in SPECS for layout, method in _PAIRS]
 
 
