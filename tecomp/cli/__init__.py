@@ -8,7 +8,8 @@ Subcommands:
   live progress display, then build the best record and compare it likewise; Ctrl-C stops cleanly
   (the log keeps every round measured so far; exit status 130). ``tecomp tune --network resnet18``
   tunes a network's distinct layers with the task scheduler instead (``--layers 3,7-9``: only
-  those of them);
+  those of them); ``--rerank K`` then times each task's K best records again, interleaved, so
+  that builds pick by those timings;
 - ``tecomp best LOG``: the best valid record of each task (workload key, target) of a log;
 - ``tecomp bench WORKLOAD --shape ... [--log PATH]``: tecomp's best (or default/hand schedule)
   beside numpy / torch / scipy, timed in one run, as a ratio;
@@ -169,6 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", choices=["auto", "bar", "lines", "none"], default="auto",
                    help="progress display: auto (one updating line on a terminal, a line per "
                         "round otherwise), bar, lines or none")
+    p.add_argument("--rerank", type=int, default=0, metavar="K",
+                   help="then time each task's K best records again, alone, interleaved over "
+                        "rounds, and log those timings: a build from the log then picks the "
+                        "fastest of them, not the luckiest single measurement (default 0: off; "
+                        "with --trials 0, re-rank a log without tuning)")
+    p.add_argument("--rerank-rounds", type=int, default=5,
+                   help="--rerank: rounds of the selection; the head-to-head of its winner and "
+                        "the search's best runs twice as many (default 5)")
     p.add_argument("--no-bench", action="store_true",
                    help="stop after tuning (do not build the best record and time it)")
     p.set_defaults(fn=_lazy("commands", "cmd_tune"))

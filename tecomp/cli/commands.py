@@ -164,6 +164,7 @@ def cmd_tune(args) -> int:
     if getattr(args, "layers", None):
         raise CliError("--layers picks layers of a --network, not of a WORKLOAD", code=2)
     target = tune_target(args)
+    check_rerank(args)
     wl = make_workload(args)
     task = SearchTask(wl.dag, target, inputs=wl.index_data or None,
                       constants=weight_constants(args.workload, wl))
@@ -208,6 +209,7 @@ def cmd_tune(args) -> int:
         print(f"the search found no new candidate after {res.trials} trials; stopped early")
     if res.best_steps is None:
         raise CliError(f"no valid schedule was found (errors: {errs}); see the log {log}")
+    rerank_tasks(args, [task], [args.workload], log)
     if args.no_bench:
         return 0
     inputs = wl.make_inputs(np.random.default_rng(args.seed))
@@ -286,6 +288,7 @@ def _tune_network(args) -> int:
         if getattr(args, flag, None):
             raise CliError(f"--{flag} applies to a WORKLOAD, not to --network", code=2)
     target = tune_target(args)
+    check_rerank(args)
     try:
         method = args.method or "direct"
         specs = [sp for sp in layer_specs(args.network) if method_applies(sp[0], method)]
@@ -319,7 +322,34 @@ def _tune_network(args) -> int:
     errors = sum(sum(r.errors.values()) for r in out.results)
     print(f"network latency (sum of count x best): {latency_text(out)}; "
           f"{sum(out.allocation)} trials, {errors} errors")
+    rerank_tasks(args, tasks, names, log)
     return 0
+
+
+def check_rerank(args) -> None:
+    if args.rerank < 0:
+        raise CliError(f"--rerank must be >= 0, got {args.rerank}", code=2)
+    if args.rerank_rounds < 1:
+        raise CliError(f"--rerank-rounds must be >= 1, got {args.rerank_rounds}", code=2)
+
+
+def rerank_tasks(args, tasks, names, log) -> None:
+    """``--rerank K``: each task's K best records of ``log`` timed again, interleaved
+    (:func:`tecomp.search.rerank.rerank`), and a table of what changed."""
+    if not getattr(args, "rerank", 0):
+        return
+    from ..search.rerank import rerank, rerank_table
+    print(f"re-ranking each task's {args.rerank} best records alone ({args.rerank_rounds} rounds, "
+          f"then {2 * args.rerank_rounds} head to head); the timings are appended to {log}",
+          flush=True)
+    try:
+        rows = rerank(tasks, log, candidates=args.rerank, rounds=args.rerank_rounds, names=names,
+                      seed=args.seed, progress=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        raise CliError(f"interrupted while re-ranking; the log {log} keeps the tasks re-ranked "
+                       f"so far", code=130) from None
+    if rows:
+        print(rerank_table(rows))
 
 
 def latency_text(out, missing_note: str = "") -> str:

@@ -301,6 +301,7 @@ def _choose_variant(variants: list, target, log, context: str = ""):
         load_records_cached,
         median_cost,
         ranked_context_records,
+        search_cost,
         select_from_log,
     )
     if context:
@@ -318,8 +319,9 @@ def _choose_variant(variants: list, target, log, context: str = ""):
             _, rec = select_from_log(gd.dag, log, target, on_missing="error")
         except LookupError:
             continue
-        if rec.cost < best_cost:
-            best, best_cost = gd, rec.cost
+        cost = search_cost(load_records_cached(log), rec)  # a re-timing's cost is not comparable
+        if cost < best_cost:
+            best, best_cost = gd, cost
     return best
 
 

@@ -11,7 +11,11 @@ from .records import load_records, ranked_family_records, ranked_records, warn_o
 from .target_match import TargetMatch, match_target, missing_features
 
 __all__ = ["load_records_cached", "schedule_from_log", "select_from_log",
-           "ranked_context_records"]
+           "ranked_context_records", "RERANK_CONTEXT", "search_cost"]
+
+#: the context of records re-timed alone by :func:`tecomp.search.rerank.rerank` (interleaved
+#: rounds, the comparison protocol): a build ranks a workload's latest re-ranking first
+RERANK_CONTEXT = "rerank"
 
 _LOG_CACHE: dict = {}
 
@@ -45,6 +49,12 @@ def schedule_from_log(dag, log, target, on_missing: str = "error", context: str 
     workload key, the target and what the log holds. A missing log file raises
     ``FileNotFoundError`` either way (a wrong path should not silently give an untuned kernel).
 
+    Where the log holds a re-ranking of the workload's best records (records with the context
+    :data:`RERANK_CONTEXT`, :func:`tecomp.search.rerank.rerank`), its latest ranks first, by
+    median: those timings were taken interleaved over rounds, where the search's are one quick
+    measurement each. A record the search measured after that re-ranking goes before it if the
+    search's own costs put it ahead of every re-ranked schedule.
+
     With a ``context`` (e.g. a compiled model's, :func:`tecomp.frontend.compiled.model_context`),
     the records measured in that context, if the log holds any for ``dag``, rank first, by their
     in-context cost.
@@ -66,6 +76,8 @@ def _select(dag, log, target, on_missing: str, context: str = "") -> tuple:
     records = load_records_cached(log)
     wkey, target = dag.workload_key, str(target)
     ranked, exact = ranked_records(records, wkey, target)
+    if exact and ranked:
+        ranked = _reranked_first(load_records_cached(log, contexts=True), ranked, wkey, target)
     if context:
         in_ctx = ranked_context_records(load_records_cached(log, contexts=True), wkey, target,
                                         context)
@@ -137,6 +149,29 @@ def _from_family(dag, records, target: str, log) -> tuple:
         return None, None, ""
     return None, None, (f"; its family (the same workload with another nnz) has {len(refused)} "
                         f"record(s), none usable here (the best: {refused[0]})")
+
+
+def _reranked_first(every, ranked: list, wkey: str, target: str) -> list:
+    """``ranked`` (the search's order) behind the workload's latest re-ranking, see
+    :func:`schedule_from_log`."""
+    timed = ranked_context_records(every, wkey, target, RERANK_CONTEXT)
+    if not timed:
+        return ranked
+    when, keys = timed[0].result.timestamp, {r.key for r in timed}
+    bar = min((r.cost for r in ranked if r.key in keys), default=math.inf)
+    newer = [r for r in ranked if r.key not in keys and r.result.timestamp > when and r.cost < bar]
+    return newer + timed + [r for r in ranked if not any(r is x for x in newer)]
+
+
+def search_cost(records, record) -> float:
+    """The search's own cost of ``record``'s schedule (its least plain measurement in
+    ``records`` for the same workload and target; ``record.cost`` when it is plain): what
+    compares with the costs of other workloads' records, where ``record`` may be a re-timing."""
+    if not record.context:
+        return record.cost
+    return min((r.cost for r in records if not r.context and r.workload_key ==
+                record.workload_key and r.target == record.target and r.key == record.key),
+               default=record.cost)
 
 
 def ranked_context_records(records, workload_key: str, target, context: str) -> list:

@@ -30,10 +30,12 @@ a DAG of another nnz finds them. Readers that predate it ignore the field.
 
 A record with ``"ctx":CONTEXT`` (format version 2, so that older readers skip it) holds costs
 measured in a context rather than alone with warm caches: ``"model:HASH"`` is the per-occurrence
-time of the schedule measured in place in a compiled model (:mod:`tecomp.frontend.in_place`).
+time of the schedule measured in place in a compiled model (:mod:`tecomp.frontend.in_place`);
+``"rerank"`` its time alone re-measured over interleaved rounds (:mod:`tecomp.search.rerank`).
 Such costs do not compare with plain ones, so :func:`load_records` leaves these records out
-unless asked (``contexts=True``); the search never sees them, and only a build that names the
-context (``tc.compile_model``) ranks by them.
+unless asked (``contexts=True``); the search never sees them. A build that names the model's
+context (``tc.compile_model``) ranks by its in-place records, and every build from a log ranks a
+workload's latest re-ranking first (:func:`tecomp.schedule.log_schedule.select_from_log`).
 Costs that are not finite are written as ``null`` (strict JSON) and read back as infinity.
 """
 from __future__ import annotations
