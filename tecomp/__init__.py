@@ -40,6 +40,9 @@ def __getattr__(name):
     if name in ("tune_tasks", "TuneTasksResult"):
         from .search import scheduler
         return getattr(scheduler, name)
+    if name in ("rerank", "RerankResult"):
+        from .search import rerank as _rerank
+        return getattr(_rerank, name)
     if name in ("from_onnx", "Model", "CompiledModel", "compile_model", "tune_model", "Layout"):
         from . import frontend  # whole models; onnx itself only inside from_onnx
         return getattr(frontend, name)

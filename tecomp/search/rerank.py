@@ -27,8 +27,10 @@ import warnings
 from dataclasses import dataclass
 
 from ..bench.protocol import TECOMP, Config, compare
+from ..codegen.memory import aligned_copy
 from ..schedule.log_schedule import RERANK_CONTEXT, ranked_context_records
 from ..schedule.records import MeasureResult, Record, append_records, load_records, ranked_records
+from ..target import TargetKind
 from .measure_worker import MeasureFailure, build_candidate, task_arrays
 from .measure_worker import compare as compare_outputs
 
@@ -85,6 +87,10 @@ def rerank(tasks, log, candidates: int = 4, rounds: int = 5, names=None,
     """
     _positive_int("candidates", candidates)
     _positive_int("rounds", rounds)
+    for t in tasks:
+        if t.target.kind is not TargetKind.LLVM:
+            raise ValueError(f"rerank times kernels on this CPU; task {t.workload_key[:16]} is "
+                             f"for {str(t.target)!r}")
     say = progress or (lambda line: None)
     every = load_records(log, contexts=True)
     plain = [r for r in every if not r.context]
@@ -156,7 +162,7 @@ def _prepared(task, rec, inputs, outputs):
         kernel = build_candidate(task, rec.steps, inputs)
     except MeasureFailure:
         return None, None
-    outs = [o.copy() for o in outputs]
+    outs = [aligned_copy(o) for o in outputs]  # as the search's: a model's buffers are aligned
     if kernel.constant_names:
         return kernel.prepared_call(kernel.call_inputs(inputs), outs), outs
     return kernel.raw_call(list(inputs) + outs), outs

@@ -133,3 +133,10 @@ def test_cli_reranks_a_log_without_tuning(tmp_path, capsys):
     assert main(["tune", "matmul", "--shape", "8", "8", "8", "--trials", "0", "--log",
                  str(log), "--rerank", "-1"]) == 2
     assert "--rerank must be >= 0" in capsys.readouterr().err
+
+
+def test_rerank_is_public_and_times_on_this_cpu_only(tmp_path):
+    assert tc.rerank is rerank and tc.RerankResult.__name__ == "RerankResult"
+    task = SearchTask(W.matmul(8, 8, 8).dag, "cuda")
+    with pytest.raises(ValueError, match="on this CPU"):
+        rerank([task], tmp_path / "none.jsonl")
