@@ -298,6 +298,7 @@ def _choose_variant(variants: list, target, log, context: str = ""):
     if len(variants) == 1 or log is None:
         return variants[0]
     from ..schedule.log_schedule import (
+        context_records_cached,
         load_records_cached,
         median_cost,
         ranked_context_records,
@@ -305,10 +306,10 @@ def _choose_variant(variants: list, target, log, context: str = ""):
         select_from_log,
     )
     if context:
-        records = load_records_cached(log, contexts=True)
         timed = {}
         for k, gd in enumerate(variants):
-            ranked = ranked_context_records(records, gd.dag.workload_key, target, context)
+            ranked = ranked_context_records(context_records_cached(log, gd.dag.workload_key),
+                                            gd.dag.workload_key, target, context)
             if ranked:
                 timed[k] = (ranked[0].result.timestamp, median_cost(ranked[0]))
         if len(timed) >= 2 and len({t for t, _ in timed.values()}) == 1:

@@ -10,8 +10,8 @@ import warnings
 from .records import load_records, ranked_family_records, ranked_records, warn_other_target
 from .target_match import TargetMatch, match_target, missing_features
 
-__all__ = ["load_records_cached", "schedule_from_log", "select_from_log",
-           "ranked_context_records", "RERANK_CONTEXT", "search_cost"]
+__all__ = ["load_records_cached", "context_records_cached", "schedule_from_log",
+           "select_from_log", "ranked_context_records", "RERANK_CONTEXT", "search_cost"]
 
 #: the context of records re-timed alone by :func:`tecomp.search.rerank.rerank` (interleaved
 #: rounds, the comparison protocol): a build ranks a workload's latest re-ranking first
@@ -29,12 +29,28 @@ def load_records_cached(path, contexts: bool = False) -> list:
     except FileNotFoundError:
         raise FileNotFoundError(f"tuning log {path!r} does not exist") from None
     key = (path, st.st_mtime_ns, st.st_size)
+    return _cached(path, key)[1 if contexts else 2]
+
+
+def _cached(path: str, key: tuple) -> tuple:
+    """``(key, every record, the plain ones, {workload key: its context records})``."""
     hit = _LOG_CACHE.get(path)
     if hit is None or hit[0] != key:
         every = load_records(path, contexts=True)
-        hit = (key, every, [r for r in every if not r.context])
+        by_key: dict = {}
+        for r in every:
+            if r.context:  # a build asks for its workload's alone: no scan of the whole log
+                by_key.setdefault(r.workload_key, []).append(r)
+        hit = (key, every, [r for r in every if not r.context], by_key)
         _LOG_CACHE[path] = hit
-    return hit[1] if contexts else hit[2]
+    return hit
+
+
+def context_records_cached(path, workload_key: str) -> list:
+    """The records of ``workload_key`` in the log at ``path`` that carry a context (in-place
+    timings, re-rankings), from the same cache as :func:`load_records_cached`."""
+    load_records_cached(path)  # (re)loads it when the file changed
+    return _LOG_CACHE[os.path.abspath(os.fspath(path))][3].get(workload_key, [])
 
 
 def schedule_from_log(dag, log, target, on_missing: str = "error", context: str = ""):
@@ -76,11 +92,11 @@ def _select(dag, log, target, on_missing: str, context: str = "") -> tuple:
     records = load_records_cached(log)
     wkey, target = dag.workload_key, str(target)
     ranked, exact = ranked_records(records, wkey, target)
+    mine = context_records_cached(log, wkey)
     if exact and ranked:
-        ranked = _reranked_first(load_records_cached(log, contexts=True), ranked, wkey, target)
+        ranked = _reranked_first(mine, ranked, wkey, target)
     if context:
-        in_ctx = ranked_context_records(load_records_cached(log, contexts=True), wkey, target,
-                                        context)
+        in_ctx = ranked_context_records(mine, wkey, target, context)
         if in_ctx:  # then the plain ranking, should none of them replay
             ranked, exact = in_ctx + ranked, True
     if ranked and not exact:

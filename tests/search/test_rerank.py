@@ -11,7 +11,12 @@ import pytest
 import tecomp as tc
 from tecomp.cli import main
 from tecomp.schedule import Schedule
-from tecomp.schedule.log_schedule import RERANK_CONTEXT, search_cost, select_from_log
+from tecomp.schedule.log_schedule import (
+    RERANK_CONTEXT,
+    context_records_cached,
+    search_cost,
+    select_from_log,
+)
 from tecomp.schedule.records import MeasureResult, Record, append_records, load_records
 from tecomp.search.rerank import rerank, rerank_table
 from tecomp.search.task import SearchTask
@@ -75,11 +80,13 @@ def test_a_later_rerank_defends_its_winner_and_the_latest_counts(tmp_path):
     log = tmp_path / "t.jsonl"
     wl, task, recs = _lucky_log(log)
     rerank([task], log, candidates=3, rounds=1)
+    assert len(context_records_cached(log, task.workload_key)) == 2
     first = select_from_log(wl.dag, log, task.target)[1]
     # a second re-ranking of only the search's best candidate still times the last winner
     rows = rerank([task], log, candidates=1, rounds=1)
     assert rows[0].candidates == 2
     timed = [r for r in load_records(log, contexts=True) if r.context]
+    assert len(context_records_cached(log, task.workload_key)) == len(timed) == 4  # re-read
     newest = max(r.result.timestamp for r in timed)
     assert first.key in {r.key for r in timed if r.result.timestamp == newest}
     assert select_from_log(wl.dag, log, task.target)[1].result.timestamp == newest
