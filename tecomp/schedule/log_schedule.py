@@ -23,17 +23,24 @@ _LOG_CACHE: dict = {}
 def load_records_cached(path, contexts: bool = False) -> list:
     """``load_records`` memoized on (path, mtime, size): building many kernels from one large log
     parses it once, and an appended log is re-read. ``contexts`` as for ``load_records``."""
+    return _cached(path)[1 if contexts else 2]
+
+
+def context_records_cached(path, workload_key: str) -> list:
+    """The records of ``workload_key`` in the log at ``path`` that carry a context (in-place
+    timings, re-rankings), from the same cache as :func:`load_records_cached`."""
+    return _cached(path)[3].get(workload_key, [])
+
+
+def _cached(path) -> tuple:
+    """``(key, every record, the plain ones, {workload key: its context records})`` of the log at
+    ``path``, read again when its mtime or size changed."""
     path = os.path.abspath(os.fspath(path))
     try:
         st = os.stat(path)
     except FileNotFoundError:
         raise FileNotFoundError(f"tuning log {path!r} does not exist") from None
     key = (path, st.st_mtime_ns, st.st_size)
-    return _cached(path, key)[1 if contexts else 2]
-
-
-def _cached(path: str, key: tuple) -> tuple:
-    """``(key, every record, the plain ones, {workload key: its context records})``."""
     hit = _LOG_CACHE.get(path)
     if hit is None or hit[0] != key:
         every = load_records(path, contexts=True)
@@ -44,13 +51,6 @@ def _cached(path: str, key: tuple) -> tuple:
         hit = (key, every, [r for r in every if not r.context], by_key)
         _LOG_CACHE[path] = hit
     return hit
-
-
-def context_records_cached(path, workload_key: str) -> list:
-    """The records of ``workload_key`` in the log at ``path`` that carry a context (in-place
-    timings, re-rankings), from the same cache as :func:`load_records_cached`."""
-    load_records_cached(path)  # (re)loads it when the file changed
-    return _LOG_CACHE[os.path.abspath(os.fspath(path))][3].get(workload_key, [])
 
 
 def schedule_from_log(dag, log, target, on_missing: str = "error", context: str = ""):
@@ -176,7 +176,8 @@ def _reranked_first(every, ranked: list, wkey: str, target: str) -> list:
     when, keys = timed[0].result.timestamp, {r.key for r in timed}
     bar = min((r.cost for r in ranked if r.key in keys), default=math.inf)
     newer = [r for r in ranked if r.key not in keys and r.result.timestamp > when and r.cost < bar]
-    return newer + timed + [r for r in ranked if not any(r is x for x in newer)]
+    first = {id(r) for r in newer}
+    return newer + timed + [r for r in ranked if id(r) not in first]
 
 
 def search_cost(records, record) -> float:

@@ -46,7 +46,8 @@ from ..ir.validate import IndexValidator
 from ..schedule import Schedule, ScheduleError, reference_cpu_schedule
 from .target_search import target_search
 
-__all__ = ["MeasureFailure", "build_candidate", "task_arrays", "run_candidate", "compare",
+__all__ = ["MeasureFailure", "build_candidate", "task_arrays", "run_candidate", "raw_call",
+           "compare",
            "flush_bytes", "main"]
 
 #: how much of an error message (the end of a traceback) is kept
@@ -218,6 +219,16 @@ def _flusher(nbytes: int):
     return k.raw_call([x, y])
 
 
+def raw_call(kernel, inputs, outputs):
+    """The zero-argument native call of ``kernel`` on ``inputs`` (all of the DAG's, constants
+    included) into ``outputs``, as a measurement times it: the arguments were checked once (index
+    data in :func:`task_arrays`, shapes and dtypes are ours), and ``Kernel.__call__``'s per-call
+    checks would add ~5-50 us to every timing."""
+    if kernel.constant_names:  # built with constants: the call takes the other inputs
+        return kernel.prepared_call(kernel.call_inputs(inputs), list(outputs))
+    return kernel.raw_call(list(inputs) + list(outputs))
+
+
 def run_candidate(kernel, inputs, outputs, reference=None, *, repeat=3, min_repeat_ms=40,
                   flush_cache=False, flush_size=None, names=(), prepare=None,
                   cutoff=math.inf) -> tuple:
@@ -235,12 +246,7 @@ def run_candidate(kernel, inputs, outputs, reference=None, *, repeat=3, min_repe
     MeasureFailure
         ``RUN_ERROR`` when the kernel raises, ``WRONG_ANSWER`` when the check fails.
     """
-    # the raw native call: the arguments were checked once (index data in task_arrays, shapes and
-    # dtypes are ours), and Kernel.__call__'s per-call checks would add ~5-50 us to every timing
-    if kernel.constant_names:  # built with constants: the call takes the other inputs
-        call = kernel.prepared_call(kernel.call_inputs(inputs), list(outputs))
-    else:
-        call = kernel.raw_call(list(inputs) + list(outputs))
+    call = raw_call(kernel, inputs, outputs)
     if prepare is not None:
         call = prepare(call, outputs) or call
     try:

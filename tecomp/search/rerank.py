@@ -31,7 +31,7 @@ from ..codegen.memory import aligned_copy
 from ..schedule.log_schedule import RERANK_CONTEXT, ranked_context_records
 from ..schedule.records import MeasureResult, Record, append_records, load_records, ranked_records
 from ..target import TargetKind
-from .measure_worker import MeasureFailure, build_candidate, task_arrays
+from .measure_worker import MeasureFailure, build_candidate, raw_call, task_arrays
 from .measure_worker import compare as compare_outputs
 
 __all__ = ["RerankResult", "rerank", "rerank_table"]
@@ -133,8 +133,8 @@ def _rerank_task(task, name, plain, every, candidates, rounds, min_batch_s, seed
         else:
             bad = compare_outputs(outs, reference, out_names)
             if bad:  # measured right in tuning: this version computes it otherwise
-                warnings.warn(f"rerank {name}: record #{rank} disagrees with #0 ({bad}); left "
-                              f"out", UserWarning, stacklevel=3)
+                warnings.warn(f"rerank {name}: record #{rank} disagrees with #{runs[0][0]} "
+                              f"({bad}); left out", UserWarning, stacklevel=3)
                 continue
         runs.append((rank, rec, call))
     if len(runs) < 2:
@@ -151,8 +151,7 @@ def _rerank_task(task, name, plain, every, candidates, rounds, min_batch_s, seed
                   MeasureResult(costs=tuple(fresh[j]), timestamp=now), rec.data_hash,
                   rec.flop_count, family=rec.family, context=RERANK_CONTEXT)
            for j, (_, rec, _) in enumerate(runs[i] for i in finalists)]
-    base = med.get(0, med[chosen])
-    return RerankResult(name, key, len(runs), base, med[chosen], runs[chosen][0]), new
+    return RerankResult(name, key, len(runs), med[0], med[chosen], runs[chosen][0]), new
 
 
 def _prepared(task, rec, inputs, outputs):
@@ -163,9 +162,7 @@ def _prepared(task, rec, inputs, outputs):
     except MeasureFailure:
         return None, None
     outs = [aligned_copy(o) for o in outputs]  # as the search's: a model's buffers are aligned
-    if kernel.constant_names:
-        return kernel.prepared_call(kernel.call_inputs(inputs), outs), outs
-    return kernel.raw_call(list(inputs) + outs), outs
+    return raw_call(kernel, inputs, outs), outs
 
 
 def _timed(runs, rounds, min_batch_s, seed) -> dict:
