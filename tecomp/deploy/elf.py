@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-__all__ = ["ObjectSymbols", "read_symbols", "is_elf"]
+__all__ = ["ObjectSymbols", "read_symbols", "is_elf", "object_imports"]
 
 _SHT_SYMTAB = 2
 _STB_GLOBAL, _STB_WEAK = 1, 2
@@ -72,3 +72,14 @@ def read_symbols(data: bytes, what: str = "object") -> ObjectSymbols:
     except ValueError as e:
         raise ValueError(f"{what} is a malformed ELF object: {e}") from None
     return ObjectSymbols(defined, undefined)
+
+
+def object_imports(obj: bytes, declared) -> list:
+    """The functions the object code ``obj`` calls outside itself, as an export's manifest lists
+    them: its undefined symbols when it is an ELF object, else ``declared`` (the functions its
+    LLVM IR declares). The IR does not tell: LLVM lowers some intrinsics to library calls only
+    when it emits machine code, and which depends on the CPU (``llvm.memset`` of a row became a
+    call to ``memset`` on an Intel AVX-512 host, ``expf`` on others)."""
+    if is_elf(obj):
+        return sorted(read_symbols(obj, "kernel object").undefined)
+    return sorted(declared)

@@ -187,3 +187,23 @@ def test_a_crafted_dag_file_is_an_error(export_dir, tmp_path):
         _edit(dst, lambda m: _kernel(m, export_dir).update(dag_sha256=sha256(blob)))
         with pytest.raises(ValueError, match="DAG"):
             tc.load(dst)
+
+
+def test_manifest_imports_come_from_the_object_not_the_ir():
+    """LLVM lowers a ``llvm.memset`` of unknown length to a call to ``memset`` only when it emits
+    machine code: the IR declares no such function, the object needs it. An export lists what the
+    object needs (an Intel AVX-512 host's matmul zeroed its rows through memset, and every export
+    of it failed its own load check)."""
+    from tecomp.codegen import llvm_jit
+    from tecomp.codegen.objects import imports_of
+    from tecomp.deploy.elf import object_imports
+    triple, layout = llvm_jit.triple_and_layout()
+    ir = (f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'
+          "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)\n"
+          "define void @zero(ptr %p, i64 %n) {\n"
+          "  call void @llvm.memset.p0.i64(ptr %p, i8 0, i64 %n, i1 false)\n"
+          "  ret void\n}\n")
+    _, obj = llvm_jit.compile_object(ir, 2)
+    assert imports_of(ir) == []
+    assert object_imports(obj, imports_of(ir)) == ["memset"]
+    assert object_imports(b"not an ELF object", ["expf"]) == ["expf"]
