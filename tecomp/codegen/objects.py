@@ -20,6 +20,7 @@ import llvmlite.binding as llvm
 
 from ..ir.loop import PrimFunc
 from . import llvm_jit
+from .elf import object_imports
 from .llvm_cpu import CompiledCPU, emit_cpu
 from .llvm_jit import LOCK, ensure_init, host_cpu, load_object, triple_and_layout
 from .threadpool import DYNAMIC_ENTRY, ENTRY
@@ -74,7 +75,7 @@ def compile_object(func: PrimFunc, opt_level: int = 3) -> KernelObject:
         em = emit_cpu(func)
         text = str(em.module)
         optimized, obj = llvm_jit.compile_object(text, opt_level)
-    return KernelObject(em.symbol, optimized, text, obj, imports_of(optimized))
+    return KernelObject(em.symbol, optimized, text, obj, object_imports(obj, imports_of(optimized)))
 
 
 class LoadedCPU(CompiledCPU):

@@ -11,7 +11,6 @@ import warnings
 from ..ir.dag import ComputeDAG
 from ..target import Target, TargetKind
 from .dag_json import dag_to_json
-from .elf import object_imports
 from .manifest import FORMAT, FORMAT_VERSION, MANIFEST, RUNTIME_OBJECT, arg_list, sha256, write_file
 
 __all__ = ["export"]
@@ -151,7 +150,7 @@ def export(log, out_dir, dags, target="llvm", *, on_missing: str = "error", asse
             "assembly": f"{name}.s" if assembly else None,
             "assembly_sha256": sha.get(f"{name}.s"),
             "loop_ir": f"{name}.loop.txt", "loop_ir_sha256": sha[f"{name}.loop.txt"],
-            "args": arg_list(dag), "parallel": ko.parallel, "imports": object_imports(ko.object, ko.imports),
+            "args": arg_list(dag), "parallel": ko.parallel, "imports": ko.imports,
             "index_checks": _index_checks(dag),
             "record": None if sched is None else {
                 "target": None if rec is None else rec.target, "steps": sched.records(),

@@ -188,7 +188,7 @@ def _kernel_program(dirpath: str, k: dict, where: str) -> tuple:
 def _check_runtime(obj: bytes, rt: dict, where: str) -> None:
     """The thread pool object defines the pool's entry points and needs only what resolves."""
     from ..codegen import objects, threadpool
-    from .elf import is_elf, read_symbols
+    from ..codegen.elf import is_elf, read_symbols
     if rt["symbols"] != list(threadpool.SYMBOLS):
         raise ValueError(f"{where}: the runtime's symbols {rt['symbols']} are not this tecomp's "
                          f"thread pool ({list(threadpool.SYMBOLS)}); export it again")
@@ -209,9 +209,9 @@ def _check_runtime(obj: bytes, rt: dict, where: str) -> None:
 def _check_object(obj: bytes, k: dict, func, where: str) -> None:
     """The object defines the kernel's public function and needs exactly the manifest's imports
     (LLVM aborts the process on a symbol it cannot resolve)."""
+    from ..codegen.elf import is_elf, read_symbols
     from ..codegen.llvm_cpu import kernel_symbol
     from ..codegen.threadpool import DYNAMIC_ENTRY, ENTRY
-    from .elf import is_elf, read_symbols
     if k["symbol"] != kernel_symbol(func.name):
         raise ValueError(f"{where}: symbol {k['symbol']!r} is not the kernel's function "
                          f"{kernel_symbol(func.name)!r}")

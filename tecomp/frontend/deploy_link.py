@@ -83,8 +83,8 @@ def _program(dirpath: str, kd: dict, where: str):
 
 def _check_object(obj: bytes, kd: dict, func, allowed: set, where: str) -> None:
     from ..codegen import objects
+    from ..codegen.elf import read_symbols
     from ..codegen.llvm_cpu import kernel_symbol
-    from ..deploy.elf import read_symbols
     if kd["symbol"] != kernel_symbol(func.name):
         raise ValueError(f"{where}: symbol {kd['symbol']!r} is not the kernel's function")
     syms = read_symbols(obj, f"{where}: object file")
@@ -123,7 +123,7 @@ def link_model(dirpath: str, m: dict, check_target: bool = True):
             raise ValueError(f"{dirpath}: kernels with parallel loops but no runtime object")
         pool = read_export_file(dirpath, m["runtime"]["object"], m["runtime"]["sha256"],
                                 "the thread pool object")
-        from ..deploy.elf import read_symbols
+        from ..codegen.elf import read_symbols
         syms = read_symbols(pool, f"{dirpath}: the thread pool object")
         if not set(threadpool.SYMBOLS) <= syms.defined or objects.unresolved(
                 sorted(syms.undefined)):

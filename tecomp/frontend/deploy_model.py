@@ -75,7 +75,6 @@ def export_model(cm, path) -> dict:
     from ..codegen import objects, threadpool
     from ..codegen.llvm_cpu import compile_cpu
     from ..deploy.dag_json import dag_to_json
-    from ..deploy.elf import object_imports
     from ..deploy.manifest import sha256, write_file
     if any(st.schedule is None and st.constants is None for st in cm.steps):
         raise ValueError("export: this model was loaded from an export; export the original")
@@ -100,7 +99,7 @@ def export_model(cm, path) -> dict:
                 "dag_sha256": sha256(dag_bytes), "constant_inputs": pos,
                 "steps": st.schedule.records() if st.schedule is not None else None,
                 "loop_ir_sha256": sha256(repr(split.main).encode()),
-                "imports": object_imports(ko.object, ko.imports),
+                "imports": ko.imports,
                 "parallel": ko.parallel})
             kernel_of[kkey] = k
         by_param = {b: consts[b.name] for b in split.prologue_inputs + split.bound

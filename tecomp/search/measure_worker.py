@@ -47,8 +47,7 @@ from ..schedule import Schedule, ScheduleError, reference_cpu_schedule
 from .target_search import target_search
 
 __all__ = ["MeasureFailure", "build_candidate", "task_arrays", "run_candidate", "raw_call",
-           "compare",
-           "flush_bytes", "main"]
+           "compare", "flush_bytes", "main"]
 
 #: how much of an error message (the end of a traceback) is kept
 MSG_CHARS = 500

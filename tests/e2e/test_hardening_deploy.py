@@ -16,7 +16,7 @@ import pytest
 
 import tecomp as tc
 from tecomp import deploy
-from tecomp.deploy.elf import read_symbols
+from tecomp.codegen.elf import read_symbols
 from tecomp.deploy.manifest import sha256
 from tecomp.schedule.records import MeasureResult, Record, append_records
 from tecomp.testing import hand_schedules as H
@@ -195,8 +195,8 @@ def test_manifest_imports_come_from_the_object_not_the_ir():
     object needs (an Intel AVX-512 host's matmul zeroed its rows through memset, and every export
     of it failed its own load check)."""
     from tecomp.codegen import llvm_jit
+    from tecomp.codegen.elf import object_imports
     from tecomp.codegen.objects import imports_of
-    from tecomp.deploy.elf import object_imports
     triple, layout = llvm_jit.triple_and_layout()
     ir = (f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'
           "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)\n"

@@ -75,11 +75,11 @@ def read_symbols(data: bytes, what: str = "object") -> ObjectSymbols:
 
 
 def object_imports(obj: bytes, declared) -> list:
-    """The functions the object code ``obj`` calls outside itself, as an export's manifest lists
-    them: its undefined symbols when it is an ELF object, else ``declared`` (the functions its
-    LLVM IR declares). The IR does not tell: LLVM lowers some intrinsics to library calls only
-    when it emits machine code, and which depends on the CPU (``llvm.memset`` of a row became a
-    call to ``memset`` on an Intel AVX-512 host, ``expf`` on others)."""
+    """The functions the object code ``obj`` calls outside itself (``KernelObject.imports``, what
+    an export's manifest lists): its undefined symbols when it is an ELF object, else ``declared``
+    (the functions its LLVM IR declares). The IR does not tell: LLVM lowers some intrinsics to
+    library calls only when it emits machine code, and which depends on the CPU (``llvm.memset``
+    of a row became a call to ``memset`` on an Intel AVX-512 host, ``expf`` on others)."""
     if is_elf(obj):
         return sorted(read_symbols(obj, "kernel object").undefined)
     return sorted(declared)
