@@ -199,6 +199,25 @@ def test_int_unary_abs_neg(t):
         np.testing.assert_array_equal(o, r)
 
 
+def test_float32_division_by_a_value_may_use_its_reciprocal_but_not_by_a_constant():
+    """``arcp`` on a float32 division by a computed value (LLVM hoists one reciprocal out of a
+    loop the divisor does not vary in: a softmax's row by its sum), within 2 ulp of the quotient;
+    a division by a constant, and any float64 one, stays exact."""
+    a, b = rand(dt.float32), rand(dt.float32, nonzero=True)
+    outs, refs = elementwise(lambda x, y: [x / y, x / 3.0], [a, b])
+    np.testing.assert_array_max_ulp(outs[0], refs[0], maxulp=2)
+    np.testing.assert_array_equal(outs[1], refs[1])
+    i = Var("i")
+    A, B, O = (Buffer(n, (N,), t) for n, t in (("A", dt.float32), ("B", dt.float32),
+                                                ("O", dt.float32)))
+    text = emit_module(PrimFunc("d", [A, B, O], loop(i, 0, N, Store(
+        O, (i,), Load(A, (i,)) / Load(B, (i,)) + Load(A, (i,)) / 3.0))))
+    assert "fdiv arcp float" in text and text.count("fdiv float") == 1
+    a64, b64 = rand(dt.float64), rand(dt.float64, nonzero=True)
+    outs, refs = elementwise(lambda x, y: [x / y], [a64, b64])
+    np.testing.assert_array_equal(outs[0], refs[0])
+
+
 def test_math_on_ints_is_float64():
     a = rand(dt.int32, lo=1, hi=30)
     outs, refs = elementwise(lambda x: [unary(UnOpKind.SQRT, x), binary(BinOpKind.DIV, x, 7)], [a])

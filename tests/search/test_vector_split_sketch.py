@@ -85,3 +85,38 @@ def test_an_elementwise_output_of_a_placeholder_gets_the_split():
         cand = materialize(task, sid, sk, {}, rng)
         k = tc.build(task.dag, "llvm", schedule=Schedule(task.dag, cand.steps))
         np.testing.assert_allclose(k(a), np.maximum(a, 0))
+
+
+def test_a_long_row_computed_at_its_reader_is_split_and_vectorized_or_not_by_decision():
+    """softmax's exp computed at the output's row loop (the sketch's vector split keeps a stage
+    at root, so there it is unsplit): ``vec`` 1 splits its 1024-point row, whole vectors inner,
+    and vectorizes those; 0 leaves the row whole. Both replay and match numpy."""
+    from tecomp.schedule.state import Annotation
+    from tecomp.search.decisions import Decisions, MutationKind
+    case = softmax(4, 1024)
+    task, sks, rng, x, ref = case.search_setup(3, hardware=HW)
+    seen = set()
+    for n, sk in enumerate(sks):
+        for vec in (0, 1):
+            for _ in range(12):
+                c = materialize(task, n, sk, Decisions.from_tables({MutationKind.VEC: {"exp": vec}}),
+                                rng)
+                if c is None:
+                    continue
+                e = next(s for s in c.state.stages if s.name == "exp")
+                if e.location is not ComputeLocation.AT:  # (the sketch splits root stages only)
+                    continue
+                lanes = [it for it in e.iters if it.annotation is Annotation.VECTORIZE]
+                row = e.iters[-1].const_extent * (e.iters[-2].const_extent if lanes else 1)
+                if row % 16:
+                    continue  # a region the rfactored sum's tail widened: not whole vectors
+                if vec:  # (1024, or a region the rfactored sum's tail widened to 1040)
+                    assert lanes == [e.iters[-1]] and e.iters[-1].name == "j.1"
+                    assert lanes[0].const_extent == (64 if row % 64 == 0 else 16)
+                else:
+                    assert not lanes and e.iters[-1].name == "j"
+                out = tc.build(case.dag, schedule=Schedule(case.dag, c.steps))(*x)
+                np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-7)
+                seen.add(vec)
+                break
+    assert seen == {0, 1}

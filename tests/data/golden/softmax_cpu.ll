@@ -239,7 +239,7 @@ i1.body.1:
   %".207" = load float, ptr %".206", align 4
   %".208" = getelementptr inbounds float, ptr %"softmax_sum", i64 %"i0.3"
   %".209" = load float, ptr %".208", align 4
-  %".210" = fdiv float %".207", %".209"
+  %".210" = fdiv arcp float %".207", %".209"
   %".211" = mul nsw i64 %"i0.3", 37
   %".212" = add nsw i64 %".211", %"i1.1"
   %".213" = getelementptr inbounds float, ptr %"p1_softmax", i64 %".212"
