@@ -9,7 +9,9 @@ Decisions (:class:`~tecomp.search.decisions.Decisions`, stored in the records be
 - ``par``: stage name -> number of outer loops fused into the parallel loop (0: none);
 - ``chunk``: stage name -> how a parallel loop over data-dependent work (sparse rows) is divided:
   0 static equal chunks, else dynamic chunks of that many iterations (ParallelSchedule.DYNAMIC);
-- ``vec``: stage name -> number of inner loops fused into the vectorized loop (0: none);
+- ``vec``: stage name -> number of inner loops fused into the vectorized loop (0: none); for an
+  untiled stage whose innermost loop is a row longer than ``MAX_VECTOR`` points (a softmax's exp
+  computed at its output's row loop), 1 splits the row and vectorizes whole vectors of it;
 - ``pack``: input name -> inner tile levels of its reader the weight is re-laid out to (0: none;
   :mod:`tecomp.search.layout_rewrite`);
 - ``unroll``: stage name -> ``auto_unroll_max_step`` (0: none).
