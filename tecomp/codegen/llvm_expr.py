@@ -29,7 +29,7 @@ VOID = ir.VoidType()
 _REG = {dt.float16: HALF, dt.float32: FLOAT, dt.float64: DOUBLE, dt.int8: I8, dt.int32: I32,
         dt.int64: I64, dt.bool_: I1}
 FAST = ("contract",)  # FMA contraction only: no reassociation, no NaN/inf assumptions
-# a float32 division by a computed value may become a product with its reciprocal, which LLVM
+# a float32/16 division by a computed value may become a product with its reciprocal, which LLVM
 # computes once outside a loop the divisor does not vary in (a softmax's row by its sum: a
 # vdivps per vector, 10-16 cycles, against a multiply), within 1-2 ulp of the quotient, as
 # torch's and oneDNN's softmax are; float64 and a division by a constant stay exact

@@ -99,11 +99,11 @@ def test_a_long_row_computed_at_its_reader_is_split_and_vectorized_or_not_by_dec
     case = softmax(4, n)
     task, sks, rng, x, ref = case.search_setup(3, hardware=HW)
     seen = set()
-    for n, sk in enumerate(sks):
+    for sid, sk in enumerate(sks):
         for vec in (0, 1):
             for _ in range(12):
-                c = materialize(task, n, sk, Decisions.from_tables({MutationKind.VEC: {"exp": vec}}),
-                                rng)
+                c = materialize(task, sid, sk,
+                                Decisions.from_tables({MutationKind.VEC: {"exp": vec}}), rng)
                 if c is None:
                     continue
                 e = next(s for s in c.state.stages if s.name == "exp")
