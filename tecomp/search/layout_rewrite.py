@@ -26,7 +26,7 @@ import math
 
 from ..ir.expr import TensorRead, Var
 from ..ir.loop import Scope
-from ..ir.traverse import walk
+from ..ir.traverse import structural_key, walk
 from ..schedule.compute_steps import CacheReadStep, ComputeAtStep
 from ..schedule.state import Annotation, ComputeLocation, IterKind
 from ..schedule.steps import ReorderStep
@@ -49,7 +49,9 @@ def pack_candidates(state) -> list:
         spatial = {id(a): a.name for a in r.op.axes}
         all_reads = [x for x in walk(r.op.body) if isinstance(x, TensorRead)]
         for t in r.op.inputs:
-            reads = [x for x in all_reads if x.tensor is t]
+            # one distinct read: ``(X[i, k] - Y[j, k]) * (X[i, k] - Y[j, k])`` reads Y twice at
+            # the same place (a squared distance), and the copy serves both
+            reads = list({structural_key(x, id): x for x in all_reads if x.tensor is t}.values())
             if id(t) not in inputs or len(reads) != 1:
                 continue
             # the dimension of an axis this input has alone: a batch axis that indexes the

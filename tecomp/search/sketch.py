@@ -8,16 +8,16 @@ is :mod:`tecomp.search.tiling`; which rules a target uses, :mod:`tecomp.search.t
 """
 from __future__ import annotations
 
-from ..ir.expr import IterKind, Reduce, Select, TensorRead, Var
+from ..ir.expr import IterKind, Select
 from ..ir.loop import Scope
 from ..ir.traverse import walk
 from ..lowering.stride_phase import is_zero_insertion
 from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep, ComputeInlineStep
-from ..schedule.inline import expand_inline
 from ..schedule.rfactor import RfactorStep
 from ..schedule.state import ComputeLocation
 from ..schedule.steps import FuseStep, ReorderStep, SplitStep
 from . import analysis as an
+from .reduction_lanes import lanes_across_reduction, lanes_belong_to_reduction
 from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
 from .sparse_sketch import SPARSE_RULES
 from .tiling import follow_tiling, multi_level_tile, phase_split
@@ -109,38 +109,6 @@ class LanesAcrossReduction(SketchRule):
         return [(p, sid - 1)]
 
 
-def lanes_across_reduction(state, sid: int) -> str | None:
-    """The name of the stage's last spatial loop when its vector lanes belong across the
-    reduction: a reduction over an outer axis of its input (column sums ``S[j] = sum_k A[k, j]``,
-    a mean over a tensor's channels in NCHW) reads contiguously along that spatial axis and with
-    a stride along every reduction axis, so lanes along the reduction (the rfactor sketch, or the
-    reduction innermost) gather one element per cache line. None where that does not hold: every
-    read that varies along the last spatial axis has it alone as its last index, some read does,
-    and no read's last index involves a reduction axis."""
-    s = state.stages[sid]
-    if s.is_placeholder or s.op.is_ragged or not isinstance(s.op.body, Reduce):
-        return None
-    spatial = [it for it in s.iters if it.kind is IterKind.SPATIAL]
-    if not spatial or (spatial[-1].const_extent or 0) < an.VECTOR_POINTS:
-        return None
-    axis = next((a for a in s.op.axes if a.name == spatial[-1].name), None)
-    if axis is None:
-        return None
-    reduce_ids = {id(a) for a in s.op.reduce_axes}
-    reads = [x for x in walk(expand_inline(state, s.op.body)) if isinstance(x, TensorRead)]
-    along = False
-    for r in reads:
-        if not r.indices:
-            continue
-        if any(isinstance(x, Var) and id(x) in reduce_ids for x in walk(r.indices[-1])):
-            return None
-        uses = any(x is axis for i in r.indices for x in walk(i))
-        if uses and r.indices[-1] is not axis:
-            return None
-        along |= uses
-    return axis.name if along else None
-
-
 class AddRfactor(SketchRule):
     """A reduction with little spatial parallelism and a long reduction: factor the reduction's
     inner part into a spatial (vectorizable) axis of a partials stage.
@@ -164,7 +132,9 @@ class AddRfactor(SketchRule):
         sp, red = an.spatial_size(p.state, sid), an.reduce_size(p.state, sid)
         cores = task.hardware.num_cores
         if an.needs_multi_level_tiling(p.state, sid):
-            ok = sp <= red and sp <= 16 * cores
+            # Ansor's rule (too little spatial work for the cores), or lanes that would gather
+            # along every spatial axis while the reduction runs along rows
+            ok = sp <= red and (sp <= 16 * cores or lanes_belong_to_reduction(p.state, sid))
         else:
             ok = red > cores
         return RuleResult.APPLY if ok else RuleResult.SKIP
@@ -200,8 +170,14 @@ def _factor_reduction(p, sid, parallel: bool) -> None:
     ext = p.state.stages[sid].iters[inner].const_extent
     one_axis = len(reds) == 1
     parts = 3 if parallel and one_axis else 2
-    p.apply(SplitStep(sid, inner, (1,) * (parts - 1), True),
-            lambda i: TileHole(i, ext, parts))
+    if an.needs_multi_level_tiling(p.state, sid) and not parallel:
+        # the partials stage is tiled next, its holes sized by the extents the sketch has now:
+        # behind a lane hole (a placeholder 1) every draw tiled a 1-long lane axis and no lane
+        # was ever vectorized; a fixed lane run leaves its register tiling to those holes
+        p.apply(SplitStep(sid, inner, (rfactor_lanes(ext),), True))
+    else:
+        p.apply(SplitStep(sid, inner, (1,) * (parts - 1), True),
+                lambda i: TileHole(i, ext, parts))
     nest_order = [it.name for it in p.state.stages[sid].iters if it.kind is IterKind.REDUCE]
     p.apply(RfactorStep(sid, inner + parts - 1, n_sp))
     # the partials stage (at sid): spatial axes, the lane axis (last), then the reduction loops
@@ -220,6 +196,15 @@ def _factor_reduction(p, sid, parallel: bool) -> None:
         piece = p.state.iter_index(sid, f"{outer}.0")
     p.apply(RfactorStep(sid, piece, n_sp))
     _lanes_innermost(p, sid, lane, nest_order)  # partials[spatial..., outer.f, lane]
+
+
+def rfactor_lanes(extent: int) -> int:
+    """The lane run factored out of a reduction axis of ``extent`` for a tiled partials stage:
+    64, 32 or 16 where one divides it, else 16 (the last run masked), or the whole of a shorter
+    axis."""
+    runs = [f for f in (4 * an.VECTOR_POINTS, 2 * an.VECTOR_POINTS, an.VECTOR_POINTS)
+            if extent % f == 0]
+    return runs[0] if runs else min(extent, an.VECTOR_POINTS)
 
 
 def _lanes_innermost(p, sid: int, lane: str, nest_order: list) -> None:

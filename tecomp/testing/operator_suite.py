@@ -3,7 +3,7 @@ Ansor's single-operator evaluation: 1-d/3-d/depthwise/grouped/dilated/transposed
 capsule convolution (rank-6 tensors), batch matmuls over permuted operands (BERT's Q.K^T and
 P.V per head), conv + bias + ReLU, softmax, layer normalization and a Frobenius norm (a reduction
 to a scalar); and beyond Ansor's list, column sums (a reduction over an outer axis), a tanh-form
-GELU and a log-softmax.
+GELU, a log-softmax, pairwise squared distances and a bilinear form (a reduction over two axes).
 
 Each entry of :data:`OPERATORS` builds a :class:`OpCase` at its ``"bench"`` shape or its
 ``"small"`` one (tests, the interpreter). The reference is numpy in float64; ``torch_fn`` (for the
@@ -337,6 +337,37 @@ def log_softmax(M, N, name="log_softmax"):
                                     lambda: torch.log_softmax(t, dim=1))())
 
 
+
+def pairwise_sqdist(M, N, K, name="sqdist"):
+    """``D[i, j] = sum_k (X[i, k] - Y[j, k])^2``, the squared distances of a k-NN search, with
+    the difference written out twice (two reads of each operand at one place)."""
+    X, Y = tc.placeholder((M, K), "float32", name="X"), tc.placeholder((N, K), "float32", name="Y")
+    k = tc.reduce_axis(K, name="k")
+    D = tc.compute((M, N), lambda i, j: tc.sum((X[i, k] - Y[j, k]) * (X[i, k] - Y[j, k]),
+                                               axis=k), name=name)
+
+    def reference(x):
+        a, b = x[0].astype(np.float64), x[1].astype(np.float64)
+        return [((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=-1)]
+    return OpCase(name, tc.ComputeDAG([X, Y, D]), _inputs(_rand(X.shape), _rand(Y.shape)),
+                  reference,
+                  lambda torch, x: (lambda a=torch.from_numpy(x[0]), b=torch.from_numpy(x[1]):
+                                    lambda: torch.cdist(a, b).square())())
+
+
+def bilinear_form(B, M, N, name="bilinear"):
+    """``s[b] = sum_{i, j} x[b, i] W[i, j] y[b, j]``: one reduction over two axes to a short
+    vector; lanes along ``b`` would gather from both ``x`` and ``y``."""
+    x, y = tc.placeholder((B, M), "float32", name="x"), tc.placeholder((B, N), "float32", name="y")
+    W = tc.placeholder((M, N), "float32", name="W")
+    i, j = tc.reduce_axis(M, name="i"), tc.reduce_axis(N, name="j")
+    s = tc.compute((B,), lambda b: tc.sum(x[b, i] * W[i, j] * y[b, j], axis=[i, j]), name=name)
+    return OpCase(name, tc.ComputeDAG([x, W, y, s]),
+                  _inputs(_rand(x.shape), _rand(W.shape), _rand(y.shape)),
+                  lambda a: [np.einsum("bi,ij,bj->b", a[0].astype(np.float64), a[1], a[2])],
+                  lambda torch, a: (lambda p=torch.from_numpy(a[0]), w=torch.from_numpy(a[1]),
+                                    q=torch.from_numpy(a[2]): lambda: ((p @ w) * q).sum(1))())
+
 #: name -> {"bench": builder, "small": builder}
 OPERATORS = {
     "conv1d": {"bench": lambda: conv_nd(1, 64, (256,), 128, (3,), stride=2, pad=1, name="conv1d"),
@@ -374,6 +405,10 @@ OPERATORS = {
     "column_sum": {"bench": lambda: column_sum(4096, 1024), "small": lambda: column_sum(9, 35)},
     "gelu": {"bench": lambda: gelu_tanh(1024, 2048), "small": lambda: gelu_tanh(3, 37)},
     "log_softmax": {"bench": lambda: log_softmax(512, 1024), "small": lambda: log_softmax(3, 17)},
+    "sqdist": {"bench": lambda: pairwise_sqdist(1024, 1024, 64),
+               "small": lambda: pairwise_sqdist(5, 7, 3)},
+    "bilinear": {"bench": lambda: bilinear_form(256, 512, 512),
+                 "small": lambda: bilinear_form(3, 5, 7)},
 }
 
 

@@ -2,14 +2,19 @@
 piece) and the sketches of reductions to a scalar (a Frobenius norm), every candidate checked
 against numpy on random data."""
 import json
+import re
 
 import numpy as np
 import pytest
 
 import tecomp as tc
 from tecomp.schedule import Schedule
+from tecomp.schedule.state import State
+from tecomp.search.reduction_lanes import lanes_belong_to_reduction
+from tecomp.search.sketch import rfactor_lanes
 from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.search.task import HardwareParams, SearchTask
+from tecomp.testing import workloads as W
 from tecomp.testing.operator_suite import frobenius_norm, operator_case
 
 HW = HardwareParams(num_cores=2)
@@ -119,7 +124,54 @@ def test_sum_to_scalar_every_candidate_matches_numpy(m, n):
 
 def test_single_long_reduction_every_candidate_matches_numpy():
     # matvec-like: 2x2 outputs, k = 3000 (one axis split in three: parallel, reduce, lanes)
-    from tecomp.testing import workloads as W
     wl = W.matmul(2, 2, 3000)
     _every_candidate_correct(wl.dag, wl.reference, wl.make_inputs, per_sketch=3,
                              want=("rfactor+tile", "rfactor+par"))
+
+
+def _vector_extents(sched) -> list:
+    """Extents of the vectorized loops of the lowered program of ``sched``."""
+    return [int(m) for m in re.findall(r"vectorized for \([^;]*; [^<]*< (\d+);", str(sched.lower()))]
+
+
+def test_a_tiled_partials_stage_vectorizes_its_lanes():
+    """A reduction with a few outputs and a long axis (2 x 2 outputs of k = 4096) is tiled after
+    its rfactor: the factored lanes are a fixed run of 64 there, so every candidate's tiling
+    splits 64 lanes (behind a hole they were 1 long at sketch time, and never vectorized)."""
+    assert [rfactor_lanes(e) for e in (4096, 96, 48, 100, 8)] == [64, 32, 16, 16, 8]
+    wl = W.matmul(2, 2, 4096)
+    task = SearchTask(wl.dag, hardware=HW)
+    sks = generate_sketches(task)
+    tiled = [n for n, s in enumerate(sks) if s.name.startswith("rfactor+tile")]
+    assert tiled
+    rng = np.random.default_rng(2)
+    x = wl.make_inputs(rng)
+    lanes = []
+    for _ in range(6):
+        c = materialize(task, tiled[0], sks[tiled[0]], {}, rng)
+        if c is None:
+            continue
+        rf = [st for st in c.state.stages if st.name.endswith(".rf")][0]
+        assert tuple(rf.tensor.shape) == (2, 2, 64)
+        lanes += _vector_extents(Schedule(wl.dag, c.steps))
+        _close(tc.build(wl.dag, schedule=Schedule(wl.dag, c.steps))(*x), wl.reference(x)[0])
+    assert lanes and max(lanes) >= 16
+
+
+def test_a_bilinear_form_gets_rfactor_sketches_with_lanes_along_its_rows():
+    """``sum_{i,j} x[b, i] W[i, j] y[b, j]`` over 256 outputs: lanes along ``b`` gather from
+    ``x`` and ``y``, so rfactor sketches come too (Ansor's rule alone: 256 outputs are more than
+    16 per core), and their candidates are right."""
+    case = operator_case("bilinear")
+    task = SearchTask(case.dag, hardware=HW)
+    st = State.replay(case.dag, [])
+    assert lanes_belong_to_reduction(st, len(st.stages) - 1)
+    names = [s.name for s in generate_sketches(task)]
+    assert any(n.startswith("rfactor") for n in names), names
+    mm = operator_case("matmul")  # a matmul's lanes run along B's rows: no rfactor
+    st = State.replay(mm.dag, [])
+    assert not lanes_belong_to_reduction(st, len(st.stages) - 1)
+    assert not any("rfactor" in s.name for s in generate_sketches(SearchTask(mm.dag, hardware=HW)))
+    small = operator_case("bilinear", "small")
+    _every_candidate_correct(small.dag, small.reference, small.make_inputs, per_sketch=3,
+                             want=("tile",))
