@@ -337,7 +337,6 @@ def log_softmax(M, N, name="log_softmax"):
                                     lambda: torch.log_softmax(t, dim=1))())
 
 
-
 def pairwise_sqdist(M, N, K, name="sqdist"):
     """``D[i, j] = sum_k (X[i, k] - Y[j, k])^2``, the squared distances of a k-NN search, with
     the difference written out twice (two reads of each operand at one place)."""
@@ -367,6 +366,7 @@ def bilinear_form(B, M, N, name="bilinear"):
                   lambda a: [np.einsum("bi,ij,bj->b", a[0].astype(np.float64), a[1], a[2])],
                   lambda torch, a: (lambda p=torch.from_numpy(a[0]), w=torch.from_numpy(a[1]),
                                     q=torch.from_numpy(a[2]): lambda: ((p @ w) * q).sum(1))())
+
 
 #: name -> {"bench": builder, "small": builder}
 OPERATORS = {
