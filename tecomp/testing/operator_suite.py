@@ -3,7 +3,8 @@ Ansor's single-operator evaluation: 1-d/3-d/depthwise/grouped/dilated/transposed
 capsule convolution (rank-6 tensors), batch matmuls over permuted operands (BERT's Q.K^T and
 P.V per head), conv + bias + ReLU, softmax, layer normalization and a Frobenius norm (a reduction
 to a scalar); and beyond Ansor's list, column sums (a reduction over an outer axis), a tanh-form
-GELU, a log-softmax, pairwise squared distances and a bilinear form (a reduction over two axes).
+GELU, a log-softmax, pairwise squared distances, a bilinear form (a reduction over two axes)
+and a matrix-vector product.
 
 Each entry of :data:`OPERATORS` builds a :class:`OpCase` at its ``"bench"`` shape or its
 ``"small"`` one (tests, the interpreter). The reference is numpy in float64; ``torch_fn`` (for the
@@ -368,6 +369,18 @@ def bilinear_form(B, M, N, name="bilinear"):
                                     q=torch.from_numpy(a[2]): lambda: ((p @ w) * q).sum(1))())
 
 
+
+def matvec(M, N, name="gemv"):
+    """``y[i] = sum_j A[i, j] x[j]``, a linear layer's weight as torch stores it (out x in) times
+    one vector: memory-bound, and lanes along ``i`` would gather a column of ``A``."""
+    A, x = tc.placeholder((M, N), "float32", name="A"), tc.placeholder((N,), "float32", name="x")
+    j = tc.reduce_axis(N, name="j")
+    y = tc.compute((M,), lambda i: tc.sum(A[i, j] * x[j], axis=j), name=name)
+    return OpCase(name, tc.ComputeDAG([A, x, y]), _inputs(_rand(A.shape), _rand(x.shape)),
+                  lambda a: [a[0].astype(np.float64) @ a[1]],
+                  lambda torch, a: (lambda p=torch.from_numpy(a[0]), q=torch.from_numpy(a[1]):
+                                    lambda: torch.mv(p, q))())
+
 #: name -> {"bench": builder, "small": builder}
 OPERATORS = {
     "conv1d": {"bench": lambda: conv_nd(1, 64, (256,), 128, (3,), stride=2, pad=1, name="conv1d"),
@@ -409,6 +422,7 @@ OPERATORS = {
                "small": lambda: pairwise_sqdist(5, 7, 3)},
     "bilinear": {"bench": lambda: bilinear_form(256, 512, 512),
                  "small": lambda: bilinear_form(3, 5, 7)},
+    "gemv": {"bench": lambda: matvec(2048, 2048), "small": lambda: matvec(5, 37)},
 }
 
 

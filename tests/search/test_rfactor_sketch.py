@@ -168,6 +168,8 @@ def test_a_bilinear_form_gets_rfactor_sketches_with_lanes_along_its_rows():
     assert lanes_belong_to_reduction(st, len(st.stages) - 1)
     names = [s.name for s in generate_sketches(task)]
     assert any(n.startswith("rfactor") for n in names), names
+    mv = operator_case("gemv")  # y = A x with A out x in (a linear layer): lanes along i gather
+    assert any(s.name.startswith("rfactor") for s in generate_sketches(SearchTask(mv.dag, hardware=HW)))
     mm = operator_case("matmul")  # a matmul's lanes run along B's rows: no rfactor
     st = State.replay(mm.dag, [])
     assert not lanes_belong_to_reduction(st, len(st.stages) - 1)
