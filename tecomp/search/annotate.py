@@ -34,6 +34,7 @@ from ..schedule.steps import AnnotationStep, FuseStep, PragmaStep, ReorderStep, 
 from . import analysis as an
 from .decisions import Decisions, MutationKind
 from .layout_rewrite import pack_weights
+from .reduction_lanes import lane_run
 from .register_tile import cover, sample_register_tiles
 from .sketch_rule import Sketch, TileHole
 
@@ -361,8 +362,7 @@ def _vectorize_long_row(state, steps, table, rng, sid: int, attached: set) -> No
     if not _choose(table, s.name, 2, rng, 1):
         return
     # whole vectors: a row of 1000 takes 16 lanes, its last piece guarded (masked lanes)
-    lanes = next((f for f in (MAX_VECTOR, 32) if it.const_extent % f == 0), an.VECTOR_POINTS)
-    apply_step(state, steps, SplitStep(sid, k, (lanes,), True))
+    apply_step(state, steps, SplitStep(sid, k, (lane_run(it.const_extent),), True))
     apply_step(state, steps, AnnotationStep(sid, k + 1, Annotation.VECTORIZE))
 
 

@@ -49,9 +49,10 @@ def pack_candidates(state) -> list:
         spatial = {id(a): a.name for a in r.op.axes}
         all_reads = [x for x in walk(r.op.body) if isinstance(x, TensorRead)]
         for t in r.op.inputs:
-            # one distinct read: ``(X[i, k] - Y[j, k]) * (X[i, k] - Y[j, k])`` reads Y twice at
-            # the same place (a squared distance), and the copy serves both
-            reads = list({structural_key(x, id): x for x in all_reads if x.tensor is t}.values())
+            reads = [x for x in all_reads if x.tensor is t]
+            if len(reads) > 1:  # ``(X[i, k] - Y[j, k]) * (X[i, k] - Y[j, k])`` reads Y twice at
+                # one place (a squared distance): one copy serves both
+                reads = list({structural_key(x, id): x for x in reads}.values())
             if id(t) not in inputs or len(reads) != 1:
                 continue
             # the dimension of an axis this input has alone: a batch axis that indexes the

@@ -1,6 +1,7 @@
-"""Where a reduction's vector lanes belong: across the reduction (a reduction over an outer axis
-of its input, :func:`lanes_across_reduction`) or on the reduction itself (every spatial axis
-would gather, :func:`lanes_belong_to_reduction`). The sketch rules ``rlanes`` and ``rfactor`` ask."""
+"""Vector lanes: where a reduction's lanes belong, across the reduction (a reduction over an
+outer axis of its input, :func:`lanes_across_reduction`) or on the reduction itself (every
+spatial axis would gather, :func:`lanes_belong_to_reduction`), which the sketch rules ``rlanes``
+and ``rfactor`` ask; and how long a run of lanes a long loop is split into (:func:`lane_run`)."""
 from __future__ import annotations
 
 from ..ir.expr import IterKind, Reduce, TensorRead, Var
@@ -8,7 +9,16 @@ from ..ir.traverse import walk
 from ..schedule.inline import expand_inline
 from . import analysis as an
 
-__all__ = ["lanes_across_reduction", "lanes_belong_to_reduction"]
+__all__ = ["lane_run", "lanes_across_reduction", "lanes_belong_to_reduction"]
+
+
+def lane_run(extent: int) -> int:
+    """The run of lanes a loop of ``extent`` is split into when its inner part is vectorized
+    whole: 64, 32 or 16 where one divides it, else 16 (the last run masked), or the whole of a
+    shorter loop. A long row computed at its reader and a tiled rfactor's lane axis take it."""
+    runs = [f for f in (4 * an.VECTOR_POINTS, 2 * an.VECTOR_POINTS, an.VECTOR_POINTS)
+            if extent % f == 0]
+    return runs[0] if runs else min(extent, an.VECTOR_POINTS)
 
 
 def lanes_across_reduction(state, sid: int) -> str | None:

@@ -17,7 +17,7 @@ from ..schedule.rfactor import RfactorStep
 from ..schedule.state import ComputeLocation
 from ..schedule.steps import FuseStep, ReorderStep, SplitStep
 from . import analysis as an
-from .reduction_lanes import lanes_across_reduction, lanes_belong_to_reduction
+from .reduction_lanes import lane_run, lanes_across_reduction, lanes_belong_to_reduction
 from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
 from .sparse_sketch import SPARSE_RULES
 from .tiling import follow_tiling, multi_level_tile, phase_split
@@ -174,7 +174,7 @@ def _factor_reduction(p, sid, parallel: bool) -> None:
         # the partials stage is tiled next, its holes sized by the extents the sketch has now:
         # behind a lane hole (a placeholder 1) every draw tiled a 1-long lane axis and no lane
         # was ever vectorized; a fixed lane run leaves its register tiling to those holes
-        p.apply(SplitStep(sid, inner, (rfactor_lanes(ext),), True))
+        p.apply(SplitStep(sid, inner, (lane_run(ext),), True))
     else:
         p.apply(SplitStep(sid, inner, (1,) * (parts - 1), True),
                 lambda i: TileHole(i, ext, parts))
@@ -196,15 +196,6 @@ def _factor_reduction(p, sid, parallel: bool) -> None:
         piece = p.state.iter_index(sid, f"{outer}.0")
     p.apply(RfactorStep(sid, piece, n_sp))
     _lanes_innermost(p, sid, lane, nest_order)  # partials[spatial..., outer.f, lane]
-
-
-def rfactor_lanes(extent: int) -> int:
-    """The lane run factored out of a reduction axis of ``extent`` for a tiled partials stage:
-    64, 32 or 16 where one divides it, else 16 (the last run masked), or the whole of a shorter
-    axis."""
-    runs = [f for f in (4 * an.VECTOR_POINTS, 2 * an.VECTOR_POINTS, an.VECTOR_POINTS)
-            if extent % f == 0]
-    return runs[0] if runs else min(extent, an.VECTOR_POINTS)
 
 
 def _lanes_innermost(p, sid: int, lane: str, nest_order: list) -> None:

@@ -10,8 +10,7 @@ import pytest
 import tecomp as tc
 from tecomp.schedule import Schedule
 from tecomp.schedule.state import State
-from tecomp.search.reduction_lanes import lanes_belong_to_reduction
-from tecomp.search.sketch import rfactor_lanes
+from tecomp.search.reduction_lanes import lane_run, lanes_belong_to_reduction
 from tecomp.search.target_search import generate_sketches, materialize
 from tecomp.search.task import HardwareParams, SearchTask
 from tecomp.testing import workloads as W
@@ -138,7 +137,7 @@ def test_a_tiled_partials_stage_vectorizes_its_lanes():
     """A reduction with a few outputs and a long axis (2 x 2 outputs of k = 4096) is tiled after
     its rfactor: the factored lanes are a fixed run of 64 there, so every candidate's tiling
     splits 64 lanes (behind a hole they were 1 long at sketch time, and never vectorized)."""
-    assert [rfactor_lanes(e) for e in (4096, 96, 48, 100, 8)] == [64, 32, 16, 16, 8]
+    assert [lane_run(e) for e in (4096, 96, 48, 100, 8)] == [64, 32, 16, 16, 8]
     wl = W.matmul(2, 2, 4096)
     task = SearchTask(wl.dag, hardware=HW)
     sks = generate_sketches(task)
