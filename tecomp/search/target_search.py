@@ -22,6 +22,7 @@ from .decisions import Decisions
 from .gpu_annotate import materialize_gpu
 from .gpu_sketch import GPU_RULES
 from .model_prior import cpu_prior
+from .panel_seeds import panel_seeds
 from .sketch import CPU_RULES
 from .sketch_rule import Sketch, enumerate_sketches
 from .task import HardwareParams
@@ -71,6 +72,9 @@ class TargetSearch:
     prior : callable or None
         ``(HardwareParams) -> ModelPrior or None``: what the learned cost model starts from on
         such a machine (:mod:`.model_prior`); None: no prior for this kind.
+    seeds : callable or None
+        ``(task, sketches, sketch names, model, n, seed) -> [Decisions]``: programs the search
+        measures first (:func:`.panel_seeds.panel_seeds`); None: none for this kind.
     """
     kind: TargetKind
     rules: tuple
@@ -78,6 +82,7 @@ class TargetSearch:
     hardware: Callable
     device: DeviceMeasurement | None = None
     prior: Callable | None = None
+    seeds: Callable | None = None
 
 
 CUDA_MEASUREMENT = DeviceMeasurement(measure_cuda.require_gpu, measure_cuda.DeviceData,
@@ -85,7 +90,8 @@ CUDA_MEASUREMENT = DeviceMeasurement(measure_cuda.require_gpu, measure_cuda.Devi
 
 _BUNDLES = {
     TargetKind.LLVM: TargetSearch(TargetKind.LLVM, tuple(CPU_RULES), materialize_cpu,
-                                  HardwareParams.for_cpu, prior=cpu_prior),
+                                  HardwareParams.for_cpu, prior=cpu_prior,
+                                  seeds=panel_seeds),
     TargetKind.CUDA: TargetSearch(TargetKind.CUDA, tuple(GPU_RULES), materialize_gpu,
                                   HardwareParams.for_cuda, CUDA_MEASUREMENT),
 }

@@ -192,6 +192,10 @@ class TuningOptions:
         operators' programs measured on such a CPU, :mod:`tecomp.search.model_prior`): it ranks
         the first round's candidates instead of drawing them at random. False: it learns from
         this task's measurements alone.
+    panel_seeds : int
+        Per sketch with a multi-level-tiled stage, the programs of this many register shapes in
+        a BLAS kernel's structure (:mod:`tecomp.search.panel_seeds`) are measured first and
+        join every round's population (0: none; targets without such seeds ignore it).
     """
     population: int = 256
     generations: int = 3
@@ -216,6 +220,7 @@ class TuningOptions:
     fresh_picks: int = 8
     cross_target_seeds: int = 8
     model_prior: bool = True
+    panel_seeds: int = 2
 
     def __post_init__(self):
         """Impossible options raise here, not after a round of silent no-ops (``population=0``
@@ -223,7 +228,7 @@ class TuningOptions:
         ints = {"population": 1, "generations": 0, "measures_per_round": 1, "repeat": 1,
                 "min_repeat_ms": 0, "n_workers": 1, "max_per_register_tile": 0,
                 "per_sketch_picks": 0, "sketch_warmup": 0, "diverse_picks": 0, "fresh_picks": 0,
-                "cross_target_seeds": 0}
+                "cross_target_seeds": 0, "panel_seeds": 0}
         for name, low in ints.items():
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:

@@ -121,6 +121,7 @@ class TaskTuner:
             if options.verbose and self.search.measured:
                 print(f"tecomp: resuming from {log}: {len(self.search.measured)} measured "
                       f"candidates of {task}")
+        self._seed_panels()
 
     def _learn_from(self, records) -> None:
         """A resumed tuning's model starts from what the log measured (a random model skips it)."""
@@ -159,6 +160,22 @@ class TaskTuner:
                 by_target.setdefault(r.target, []).append(r)
             for target, recs in by_target.items():
                 add(self.task, recs, group=f"{self.task.workload_key} @ {target}")
+
+    def _seed_panels(self) -> None:
+        """The target's first programs (``TuningOptions.panel_seeds``) after any from another
+        CPU: drawn with the run's seed, so a resumed tuning finds them measured."""
+        seeder = target_search(self.task.target).seeds
+        if seeder is None or not self.options.panel_seeds:
+            return
+        s = self.search
+        try:
+            extra = seeder(self.task, s.sketches, s.sketch_names, self.model,
+                           self.options.panel_seeds, self.options.seed)
+        except Exception as e:  # noqa: BLE001 - seeds are a head start; the search goes on
+            warnings.warn(f"{self.task}: no panel seeds ({type(e).__name__}: {e})",
+                          RuntimeWarning)
+            return
+        s.seeds = s.seeds + [d for d in extra if d not in s.seeds]
 
     @property
     def exhausted(self) -> bool:
