@@ -15,10 +15,10 @@ and either
 
 The random annotation reaches either conjunction rarely: the register draw (40% of samples)
 times a shape that fills the registers, times the right pack (a quarter) or none, times the
-levels. Intel AVX-512, 2 threads, interleaved: a 1024^3 matmul's panel programs ran 5.2-6.5 ms
-(24 fills of the undecided tables), its blocked ones 8.6-9.4, the 64-trial search 7.3-8.9 and
-torch 5.8-6.3; A^T.B (1024 x 512 x 512) the other way round, blocked 1.9-2.1 ms, panel 2.3,
-the search 1.6-1.8.
+levels. Intel AVX-512, 2 threads, interleaved: a 1024^3 matmul's panel programs ran 5.2-6.4 ms
+(24 of 32 fills of the undecided tables), its blocked ones 8.6-9.4, the 64-trial search 6.5-8.0
+and torch 5.6-5.8; A^T.B (1024 x 512 x 512) the other way round, blocked 1.9-2.1 ms, panel 2.3,
+the search 1.6-1.8. Measurements in ``docs/search_notes.md``.
 
 :func:`panel_seeds` gives, per sketch with such a stage, both structures with the best-scoring
 register shapes (FMAs per operand load, the waste of a non-divisible tile cubed), their other
