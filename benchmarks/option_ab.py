@@ -26,6 +26,7 @@ from tecomp.bench.peak import measure_peak
 from tecomp.bench.peers import tecomp_configs
 from tecomp.bench.report import print_header, run_comparison
 from tecomp.testing.operator_suite import OPERATORS, OpCase, operator_case
+from tecomp.workloads.builders import parse_value
 
 
 def _rand(shape):
@@ -69,15 +70,6 @@ MATMULS = {
 }
 
 
-def _value(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--option", required=True, help="a tc.TuningOptions field")
@@ -105,7 +97,7 @@ def main():
             if os.path.exists(log):
                 os.remove(log)
             opts = tc.TuningOptions(verbose=False, seed=args.seed,
-                                    **{args.option: _value(getattr(args, arm))})
+                                    **{args.option: parse_value(getattr(args, arm))})
             t0 = time.perf_counter()
             tc.tune(tc.SearchTask(case.dag, "llvm"), trials=args.trials, log=log, options=opts)
             walls[arm] = time.perf_counter() - t0
