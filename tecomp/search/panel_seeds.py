@@ -103,6 +103,15 @@ def _reduce_step(extent: int, blocked: bool) -> int:
     return 1
 
 
+def _rows_hole(holes, vi: int, spatial: list) -> int | None:
+    """The spatial hole a seed's register rows run along: the longest other than the vector
+    hole, off the batch axes where there is one (:mod:`.register_tile`), the innermost of
+    equals (an NHWC conv's x before its y); None when every other loop has one iteration."""
+    others = [i for i in spatial if i != vi and holes[i].extent > 1]
+    others = [i for i in others if not holes[i].batch] or others
+    return max(others, key=lambda i: (holes[i].extent, spatial.index(i))) if others else None
+
+
 def _skeleton(sketch, group, shape, lanes, blocked: bool) -> dict | None:
     """The tile lengths of one seed of one tiled stage: the register tile innermost, the vector
     axis's other levels 1 (its outermost loop runs over panels), every other spatial axis
@@ -112,12 +121,9 @@ def _skeleton(sketch, group, shape, lanes, blocked: bool) -> dict | None:
     (:func:`_reduce_step`)."""
     vi, spatial, reduce = group
     holes = sketch.holes
-    others = [i for i in spatial if i != vi and holes[i].extent > 1]
-    others = [i for i in others if not holes[i].batch] or others
-    if not others or holes[vi].extent < lanes:
+    ri = _rows_hole(holes, vi, spatial)
+    if ri is None or holes[vi].extent < lanes:
         return None
-    # the longest, the innermost of equals (an NHWC conv's x before its y)
-    ri = max(others, key=lambda i: (holes[i].extent, spatial.index(i)))
     rows, nvec = shape
     tiles = {vi: (1, 1, min(nvec * lanes, holes[vi].extent))}
     for i in spatial:
@@ -169,7 +175,8 @@ def panel_seeds(task, sketches, names, model, n_shapes: int, seed: int = 0) -> l
             {i: (1,) * (h.parts - 1) for i, h in sketch.holes.items() if type(h) is TileHole}))
         shapes = []
         for vi, spatial, _ in groups:
-            rows_ext = max((sketch.holes[i].extent for i in spatial if i != vi), default=1)
+            ri = _rows_hole(sketch.holes, vi, spatial)
+            rows_ext = sketch.holes[ri].extent if ri is not None else 1
             shapes.append(seed_shapes(lanes, task.hardware.vector_registers, rows_ext,
                                       sketch.holes[vi].extent, n_shapes))
         plans.append((si, groups, shapes, state, vec_axes))
