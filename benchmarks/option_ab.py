@@ -33,12 +33,12 @@ def _rand(shape):
     return lambda rng: rng.uniform(-1, 1, shape).astype("float32")
 
 
-def _matmul_case(name, a_shape, b_shape, out_shape, body, ref, peer):
-    """An OpCase of ``out[...] = sum_k body(A, B, indices, k)`` over the reduction ``k``."""
+def _matmul_case(name, a_shape, b_shape, out_shape, body, ref, peer, red=None):
+    """An OpCase of ``out[...] = sum_k body(A, B, indices, k)`` over a reduction ``k`` of
+    ``red`` (default: A's last dimension)."""
     A = tc.placeholder(a_shape, name="A")
     B = tc.placeholder(b_shape, name="B")
-    red = a_shape[0] if name == "atb" else a_shape[-1]
-    k = tc.reduce_axis(red, name="k")
+    k = tc.reduce_axis(a_shape[-1] if red is None else red, name="k")
     out = tc.compute(out_shape, lambda *ix: tc.sum(body(A, B, ix, k), axis=k), name=name)
     return OpCase(name, tc.ComputeDAG([A, B, out]),
                   lambda rng: [_rand(a_shape)(rng), _rand(b_shape)(rng)],
@@ -56,7 +56,7 @@ MATMULS = {
                                   lambda a, b: a @ b, lambda t, a, b: a @ b),
     "atb": lambda: _matmul_case("atb", (1024, 512), (1024, 512), (512, 512),
                                 lambda A, B, ix, k: A[k, ix[0]] * B[k, ix[1]],
-                                lambda a, b: a.T @ b, lambda t, a, b: a.T @ b),
+                                lambda a, b: a.T @ b, lambda t, a, b: a.T @ b, red=1024),
     "abt": lambda: _matmul_case("abt", (512, 512), (512, 512), (512, 512),
                                 lambda A, B, ix, k: A[ix[0], k] * B[ix[1], k],
                                 lambda a, b: a @ b.T, lambda t, a, b: a @ b.T),

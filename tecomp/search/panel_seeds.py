@@ -37,13 +37,11 @@ from ..schedule.replay_cache import REPLAY_CACHE
 from .annotate import materialize_cpu
 from .decisions import Decisions, MutationKind
 from .layout_rewrite import PANEL_SUFFIX, pack_candidates
-from .register_tile import register_shapes
+from .register_tile import SPATIAL_PARTS, register_shapes, row_candidates
 from .sketch_rule import TileHole
-from .tiling import TILING_CPU
 
 __all__ = ["panel_seeds", "seed_shapes", "FILLS", "MAX_SEEDS"]
 
-_SPATIAL_PARTS = TILING_CPU.count("S")
 #: random fills of a seed's undecided tables, of which the cost model keeps one
 FILLS = 4
 #: the innermost reduction step of a seed, where it divides the reduction
@@ -79,7 +77,7 @@ def _tiled_groups(sketch) -> list:
             groups.setdefault(sketch.steps[idx].stage_id, []).append((idx, h))
     out = []
     for holes in groups.values():
-        spatial = [i for i, h in holes if h.parts == _SPATIAL_PARTS]
+        spatial = [i for i, h in holes if h.parts == SPATIAL_PARTS]
         vec = [i for i in spatial if sketch.holes[i].vector]
         if len(vec) == 1 and not any(sketch.holes[i].covers for i in spatial):
             out.append((vec[0], spatial, [i for i, h in holes if h.parts == 2]))
@@ -105,10 +103,9 @@ def _reduce_step(extent: int, blocked: bool) -> int:
 
 def _rows_hole(holes, vi: int, spatial: list) -> int | None:
     """The spatial hole a seed's register rows run along: the longest other than the vector
-    hole, off the batch axes where there is one (:mod:`.register_tile`), the innermost of
+    hole among :func:`~.register_tile.row_candidates` (off the batch axes), the innermost of
     equals (an NHWC conv's x before its y); None when every other loop has one iteration."""
-    others = [i for i in spatial if i != vi and holes[i].extent > 1]
-    others = [i for i in others if not holes[i].batch] or others
+    others = [i for i, _ in row_candidates([(i, holes[i]) for i in spatial], vi)]
     return max(others, key=lambda i: (holes[i].extent, spatial.index(i))) if others else None
 
 
@@ -148,7 +145,7 @@ def _pack_table(task, state, vec_axes: set, blocked: bool) -> dict:
         name = state.stages[sid].name
         gathers = dim != len(state.stages[sid].tensor.shape) - 1
         if name in task.constants or axis in vec_axes and (gathers or not blocked):
-            table[name] = _SPATIAL_PARTS - 1
+            table[name] = SPATIAL_PARTS - 1
             table[name + PANEL_SUFFIX] = 1
         else:
             table[name] = 0

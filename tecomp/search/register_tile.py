@@ -20,12 +20,13 @@ import numpy as np
 from .sketch_rule import Sketch, TileHole
 from .tiling import TILING_CPU
 
-__all__ = ["REGISTER_TILE_PROB", "register_shapes", "shape_weights", "sample_register_tiles",
-           "keep_inner", "cover"]
+__all__ = ["REGISTER_TILE_PROB", "SPATIAL_PARTS", "register_shapes", "shape_weights",
+           "sample_register_tiles", "row_candidates", "keep_inner", "cover"]
 
 #: share of fresh samples whose tiled stages get a register-filling innermost tile
 REGISTER_TILE_PROB = 0.4
-_SPATIAL_PARTS = TILING_CPU.count("S")  # the parts a CPU tile splits a spatial loop into
+#: the parts a CPU tile splits a spatial loop into
+SPATIAL_PARTS = TILING_CPU.count("S")
 
 
 def register_shapes(lanes: int, registers: int, rows_extent: int, vec_extent: int) -> list:
@@ -61,6 +62,15 @@ def shape_weights(shapes: list) -> np.ndarray:
     return w / w.sum()
 
 
+def row_candidates(holes, vi: int) -> list:
+    """``[(index, hole)]`` of a tiled stage's spatial ``holes`` (``(index, hole)`` pairs) that
+    its register tile's rows may run along: all but the vector hole ``vi`` with more than one
+    iteration, and of those the ones off the batch axes where there is one (rows along a batch
+    axis, a head of P.V, load a vector and a broadcast per row and step, reusing nothing)."""
+    others = [(i, h) for i, h in holes if i != vi and h.extent > 1]
+    return [x for x in others if not x[1].batch] or others
+
+
 def _outer(rng, extent: int, inner: int, parts: int, sample_tile) -> list:
     """Lengths of a ``parts``-level split whose innermost length is ``inner``: the levels above it
     sampled over the ``ceil(extent / inner)`` tiles."""
@@ -76,7 +86,7 @@ def sample_register_tiles(rng, sketch: Sketch, hardware, table: dict, sample_til
     always draws, its rows along that hole."""
     groups: dict = {}
     for idx, h in sketch.holes.items():
-        if type(h) is TileHole and h.parts == _SPATIAL_PARTS:
+        if type(h) is TileHole and h.parts == SPATIAL_PARTS:
             groups.setdefault(sketch.steps[idx].stage_id, []).append((idx, h))
     lanes = max(1, hardware.vector_bytes // 4)
     out = {}
@@ -87,10 +97,7 @@ def sample_register_tiles(rng, sketch: Sketch, hardware, table: dict, sample_til
                 or not rows and rng.random() >= REGISTER_TILE_PROB:
             continue
         vi, vh = vec[0]
-        # rows along a batch axis (a head of P.V) load a vector and a broadcast per row and
-        # step, reusing nothing: another axis takes the rows where the stage has one
-        others = [(i, h) for i, h in holes if i != vi and h.extent > 1]
-        others = rows or [x for x in others if not x[1].batch] or others
+        others = rows or row_candidates(holes, vi)
         ri, rh = others[int(rng.integers(len(others)))] if others else (None, None)
         shapes = register_shapes(lanes, hardware.vector_registers,
                                  rh.extent if rh is not None else 1, vh.extent)

@@ -369,7 +369,6 @@ def bilinear_form(B, M, N, name="bilinear"):
                                     q=torch.from_numpy(a[2]): lambda: ((p @ w) * q).sum(1))())
 
 
-
 def matvec(M, N, name="gemv"):
     """``y[i] = sum_j A[i, j] x[j]``, a linear layer's weight as torch stores it (out x in) times
     one vector: memory-bound, and lanes along ``i`` would gather a column of ``A``."""
@@ -380,6 +379,7 @@ def matvec(M, N, name="gemv"):
                   lambda a: [a[0].astype(np.float64) @ a[1]],
                   lambda torch, a: (lambda p=torch.from_numpy(a[0]), q=torch.from_numpy(a[1]):
                                     lambda: torch.mv(p, q))())
+
 
 #: name -> {"bench": builder, "small": builder}
 OPERATORS = {

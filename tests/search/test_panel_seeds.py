@@ -27,7 +27,7 @@ def _seeds(task, n_shapes=2, seed=0):
 def test_seed_shapes_prefer_more_fmas_per_load_and_little_padding():
     # AVX-512: 32 registers of 16 floats. 6x4 does 2.4 FMAs a load and pads 1024 rows to 1026
     assert seed_shapes(16, 32, 1024, 1024, 2)[0] == (6, 4)
-    # 96 columns: a 4-vector tile pads to 128, the 3- and 6-... 2-vector tiles do not
+    # 96 columns: a 4-vector tile pads them to 128, a 3- or 2-vector tile does not
     first = seed_shapes(16, 32, 1024, 96, 1)[0]
     assert 96 % (first[1] * 16) == 0
     for lanes, regs in ((16, 32), (8, 16), (4, 16)):
