@@ -135,13 +135,15 @@ def _table(res: Result, out, peak) -> None:
 
 
 def compare_workload(wl, kernels: dict, inputs, name: str | None = None, out=print,
-                     peak: float | None = None, **protocol) -> Result:
+                     peak: float | None = None, extra=(), **protocol) -> Result:
     """Check and time tecomp's ``kernels`` (``{variant label: Kernel}``) of the workload ``wl``
     (a ``tecomp.workloads.Workload``: ``dag``, ``params``, ``reference``) beside the
     workload's peers, on cache-line-aligned copies of ``inputs`` (the same for every system; a
     kernel built with ``constants=`` gets the others);
     ``name`` picks the peers (default ``wl.name``; ``"dense"`` for a matmul that is a network's
-    dense layer)."""
+    dense layer). ``extra``: further configurations timed in the same comparison (e.g. a tecomp
+    kernel of the other memory format, on that format's copy of the data, as a peer's
+    configuration of that format runs), each checked against the same reference."""
     from ..codegen.memory import aligned_copy
     from .peers import peers_for, tecomp_configs
     # every system reads the same cache-line-aligned arrays, as a layer's input is in a compiled
@@ -152,6 +154,7 @@ def compare_workload(wl, kernels: dict, inputs, name: str | None = None, out=pri
     for label, k in kernels.items():
         # a kernel built with constants (weights packed once) takes the other inputs only
         cfgs += tecomp_configs(k, k.call_inputs(inputs), variant=label)
+    cfgs += list(extra)
     cfgs += peers_for(name or wl.name, wl.params, inputs)
     ref = wl.reference(inputs)
     flops = float(wl.dag.flop_count(inputs={t.name: a for t, a in zip(wl.dag.inputs, inputs)}))

@@ -129,3 +129,29 @@ def test_settle_waits_until_a_spinning_thread_of_the_process_goes_idle():
     t.join()
     assert settle(pause_s=0.0) < 0.1  # an idle process settles in one probe
     assert 0.2 <= settle(pause_s=0.0, busy=-1.0, max_s=0.2) < 0.5  # never idle: bounded wait
+
+
+def test_compare_workload_checks_and_times_extra_configurations_of_another_layout():
+    """A tecomp kernel of the other memory format, on that format's copy of the data, joins the
+    comparison beside the layer's own kernel and is checked against the same reference."""
+    import dataclasses
+
+    import tecomp as tc
+    from tecomp.bench.peers import tecomp_configs
+    from tecomp.bench.report import compare_workload
+    from tecomp.testing import workloads as W
+    own = W.conv2d(1, 8, 6, 6, 16, 1, 1, layout="NCHW")
+    other = W.conv2d(1, 8, 6, 6, 16, 1, 1, layout="NHWC")
+    x = own.make_inputs(np.random.default_rng(0))
+    xo = [np.ascontiguousarray(x[0].transpose(0, 2, 3, 1)),
+          np.ascontiguousarray(x[1].transpose(2, 3, 1, 0))]
+    k = tc.build(other.dag)
+    cfgs = tecomp_configs(k, xo, variant="NHWC")
+    back = [dataclasses.replace(c, output=lambda c=c: c.output().transpose(0, 3, 1, 2))
+            for c in cfgs]
+    quiet = dict(out=lambda s: None, rounds=1, warmup=1, min_batch_s=0.0, pause_s=0)
+    res = compare_workload(own, {"own": tc.build(own.dag)}, x, extra=back, **quiet)
+    variants = {t.config.variant for t in res.comparison.timings if t.config.system == TECOMP}
+    assert variants == {"own", "NHWC"}
+    with pytest.raises(AssertionError, match="tecomp's output differs"):
+        compare_workload(own, {"own": tc.build(own.dag)}, x, extra=cfgs, **quiet)
