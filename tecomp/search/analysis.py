@@ -17,7 +17,7 @@ __all__ = ["is_output", "strictly_inlineable", "needs_multi_level_tiling", "fusi
            "fusion_target", "shared_loops", "is_tiled", "spatial_size", "reduce_size", "small_reduction",
            "has_data_dependent_loops", "inner_axis_alternatives", "recomputed_at", "phase_axes",
            "constant_stages", "transposing_stages", "transpose_axes", "row_fusion",
-           "fused_rows"]
+           "fused_rows", "writes_across_rows"]
 
 
 def is_output(state: State, sid: int) -> bool:
@@ -292,6 +292,19 @@ def _index_one_input(s, a: int, b: int) -> bool:
             if id(va) in used and id(vb) in used:
                 return True
     return False
+
+
+def writes_across_rows(state: State, sid: int) -> bool:
+    """Whether the innermost loop of global stage ``sid`` moves a dimension of what it writes
+    other than the last (a transposing copy ordered to read its source's rows whole: ``B[j, k]``
+    packed to ``[j/64][k][64]`` with ``k`` innermost). A local tile buffer is laid out in loop
+    order, so its innermost loop always writes contiguously."""
+    s = state.stages[sid]
+    if not s.iters or len(s.op.axes) < 2 or s.scope is not Scope.GLOBAL:
+        return False
+    var = s.iters[-1].var
+    values = {id(a): v for a, v in s.nest().root_values.items()}
+    return any(x is var for a in s.op.axes[:-1] for x in walk(values.get(id(a), a)))
 
 
 def has_data_dependent_loops(state: State, sid: int) -> bool:

@@ -351,13 +351,18 @@ def _vectorize_long_row(state, steps, table, rng, sid: int, attached: set) -> No
     Why: the sketch's vector split keeps a stage at root, so a softmax's exp computed at its
     output's row loop (one 4 KB row in L1 instead of a 4 MB buffer) was vectorized by LLVM
     alone, which on an Intel AVX-512 core picks 256-bit vectors: 0.39 ms for a 1024 x 1024
-    softmax, 0.29 with the row in 512-bit vectors."""
+    softmax, 0.29 with the row in 512-bit vectors.
+
+    Not a row that crosses the rows of what the stage writes (a transposing pack that reads its
+    source's rows whole, :func:`~tecomp.search.analysis.writes_across_rows`): split, its lanes
+    store with a stride, and LLVM scatters them, vectorized or not (A.B^T's 512 x 512 ``B``
+    packed in 0.24 ms, its whole row left to LLVM in 0.02, a fifth of the kernel)."""
     s = state.stages[sid]
     k = len(s.iters) - 1
     it = s.iters[k] if s.iters else None
     if it is None or it.kind is not IterKind.SPATIAL or an.is_tiled(state, sid) \
             or it.const_extent is None or it.const_extent <= MAX_VECTOR or k in attached \
-            or it.annotation is not Annotation.NONE:
+            or it.annotation is not Annotation.NONE or an.writes_across_rows(state, sid):
         return
     if not _choose(table, s.name, 2, rng, 1):
         return
