@@ -295,16 +295,20 @@ def _index_one_input(s, a: int, b: int) -> bool:
 
 
 def writes_across_rows(state: State, sid: int) -> bool:
-    """Whether the innermost loop of global stage ``sid`` moves a dimension of what it writes
-    other than the last (a transposing copy ordered to read its source's rows whole: ``B[j, k]``
-    packed to ``[j/64][k][64]`` with ``k`` innermost). A local tile buffer is laid out in loop
-    order, so its innermost loop always writes contiguously."""
+    """Whether the innermost loop of global stage ``sid`` moves only dimensions of what it
+    writes other than the last (a transposing copy ordered to read its source's rows whole:
+    ``B[j, k]`` packed to ``[j/64][k][64]`` with ``k`` innermost), so that its points are stored
+    a row apart. A loop fused over the trailing dimensions moves the last one too, and a local
+    tile buffer is laid out in loop order: both write contiguously."""
     s = state.stages[sid]
     if not s.iters or len(s.op.axes) < 2 or s.scope is not Scope.GLOBAL:
         return False
     var = s.iters[-1].var
     values = {id(a): v for a, v in s.nest().root_values.items()}
-    return any(x is var for a in s.op.axes[:-1] for x in walk(values.get(id(a), a)))
+
+    def moves(a) -> bool:
+        return any(x is var for x in walk(values.get(id(a), a)))
+    return not moves(s.op.axes[-1]) and any(moves(a) for a in s.op.axes[:-1])
 
 
 def has_data_dependent_loops(state: State, sid: int) -> bool:

@@ -155,3 +155,20 @@ def test_a_transposing_pack_keeps_its_source_rows_whole():
                     out = tc.build(dag, schedule=Schedule(dag, c.steps))(*x)
                     np.testing.assert_allclose(out, x[0] @ x[1].T, rtol=1e-4, atol=1e-5)
     assert packs >= 3
+
+
+def test_a_row_crosses_the_written_rows_only_where_it_moves_no_last_dimension():
+    """``writes_across_rows``: a transposing copy's source row does; the copy in its own order, or
+    with its two trailing loops fused into one contiguous run, does not."""
+    X = tc.placeholder((64, 96), name="X")
+    T = tc.compute((96, 64), lambda a, b: X[b, a], name="T")
+    Y = tc.compute((96, 64), lambda a, b: T[a, b] * 2.0, name="Y")
+    dag = tc.ComputeDAG([X, T, Y])
+    s = Schedule(dag)
+    assert not an.writes_across_rows(s.state, s[T].index)
+    a, b = s[T].axes
+    s[T].reorder(b, a)  # reads X's rows whole, writes a column of T
+    assert an.writes_across_rows(s.state, s[T].index)
+    s2 = Schedule(dag)
+    s2[Y].fuse(*s2[Y].axes)
+    assert not an.writes_across_rows(s2.state, s2[Y].index)
