@@ -124,7 +124,7 @@ class Kernel:
             return functools.partial(self._compiled.run_device, arrays)
         return functools.partial(self._compiled.run, arrays)
 
-    def prepared_call(self, inputs, out):
+    def prepared_call(self, inputs, out, keep: bool = True):
         """Check the arguments once, as ``kernel(*inputs, out=out)`` does, and return a
         zero-argument callable that runs the kernel on those same arrays.
 
@@ -140,6 +140,11 @@ class Kernel:
             The kernel's inputs, as for ``__call__``.
         out : numpy.ndarray or sequence of numpy.ndarray
             Its output array(s).
+        keep : bool
+            Whether the callable holds the arrays (default). Without, it holds only their
+            addresses, and index data weakly: its caller must make sure that every array is
+            alive and unchanged in shape at each call (a call memo that checks its arguments
+            are those very arrays, :class:`tecomp.call_memo.CallMemo`).
 
         Returns
         -------
@@ -150,10 +155,21 @@ class Kernel:
             raise NotImplementedError("prepared_call is for llvm kernels; a cuda kernel copies "
                                       "its arguments on every call anyway")
         arrays, _ = self._prepare(list(inputs), out)
-        run = self._compiled.bind(arrays)
+        run = self._compiled.bind(arrays, keep=keep)
         if not self._validator.active:
             return run
         check = self._with_constants(arrays)  # the free inputs come first, in the DAG's order
+        if not keep:
+            refs = [weakref.ref(a) for a in check]
+
+            def weak_checked_run():
+                arrs = [r() for r in refs]
+                if any(a is None for a in arrs):
+                    raise RuntimeError("prepared_call(keep=False): an array of this call was "
+                                       "freed")
+                self._validator.check(arrs)
+                run()
+            return weak_checked_run
 
         def checked_run():
             self._validator.check(check)  # index data may change between calls

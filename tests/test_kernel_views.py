@@ -67,6 +67,29 @@ def test_a_repeated_call_through_fresh_views_skips_the_checks(monkeypatch):
         rk(x2, w, out=out)
 
 
+def test_the_call_memo_holds_none_of_the_callers_arrays():
+    """The reshaped kernel remembers its last call's arrays weakly: once the caller drops them
+    they are freed, and new arrays (a list output too) are checked and computed anew."""
+    import gc
+    import weakref
+    rk, x, w, ref = _flat_kernel("NCHW", seed=7)
+    out = np.full(ref.shape, np.nan, np.float32)
+    rk(x, w, out=out)
+    rk(x, w, out=out)  # from the memo
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    gone = [weakref.ref(a) for a in (x, out)]
+    x2 = x.copy()
+    del x, out
+    gc.collect()
+    assert all(r() is None for r in gone)
+    out2 = np.full(ref.shape, np.nan, np.float32)
+    assert rk(x2, w, out=[out2]) == [out2]
+    np.testing.assert_allclose(out2, ref, rtol=1e-4, atol=1e-4)
+    out2.flags.writeable = False  # the memo's own arrays, now read-only: refused, not run
+    with pytest.raises(ValueError, match="read-only"):
+        rk(x2, w, out=[out2])
+
+
 def test_arguments_that_are_not_views_are_refused():
     rk, x, w, ref = _flat_kernel("NCHW")
     with pytest.raises(ValueError, match="cannot be viewed"):

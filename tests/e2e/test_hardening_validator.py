@@ -131,6 +131,27 @@ def test_a_prepared_call_validates_index_data_on_every_call():
         k.prepared_call([X16, np.zeros(3, np.int32)], out)
 
 
+def test_a_prepared_call_that_keeps_no_array_still_validates_and_refuses_freed_ones():
+    """``keep=False``: the callable holds index data weakly; it validates it on every call and
+    refuses to run once an array of the call was freed (never a dangling address)."""
+    import gc
+    X = tc.placeholder((16,), "float32", "X")
+    idx = tc.placeholder((2,), "int32", "idx")
+    Y = tc.compute((2,), lambda i: X[idx[i]], name="Y")
+    k = tc.build(tc.ComputeDAG([X, idx, Y]))
+    x, data, out = X16.copy(), np.array([3, 4], np.int32), np.zeros(2, np.float32)
+    call = k.prepared_call([x, data], out, keep=False)
+    call()
+    np.testing.assert_array_equal(out, X16[[3, 4]])
+    data[0] = 16
+    with pytest.raises(ValueError, match="idx"):
+        call()
+    del data
+    gc.collect()
+    with pytest.raises(RuntimeError, match="freed"):
+        call()
+
+
 def test_a_prepared_call_outlives_its_kernel():
     """The callable keeps the machine code alive: a kernel built uncached (or evicted) and
     dropped by its caller, with weights bound at build time, still runs through it (it used to
