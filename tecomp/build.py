@@ -141,10 +141,8 @@ class Kernel:
         out : numpy.ndarray or sequence of numpy.ndarray
             Its output array(s).
         keep : bool
-            Whether the callable holds the arrays (default). Without, it holds only their
-            addresses, and index data weakly: its caller must make sure that every array is
-            alive and unchanged in shape at each call (a call memo that checks its arguments
-            are those very arrays, :class:`tecomp.call_memo.CallMemo`).
+            Whether the callable holds the arrays (default); without, only their addresses: the
+            caller keeps them alive and unchanged in shape (:class:`tecomp.call_memo.CallMemo`).
 
         Returns
         -------
@@ -159,20 +157,14 @@ class Kernel:
         if not self._validator.active:
             return run
         check = self._with_constants(arrays)  # the free inputs come first, in the DAG's order
-        if not keep:
-            refs = [weakref.ref(a) for a in check]
-
-            def weak_checked_run():
-                arrs = [r() for r in refs]
-                if any(a is None for a in arrs):
-                    raise RuntimeError("prepared_call(keep=False): an array of this call was "
-                                       "freed")
-                self._validator.check(arrs)
-                run()
-            return weak_checked_run
+        if not keep:  # weakly: a freed array raises instead of being read at its address
+            check = [weakref.ref(a) for a in check]
 
         def checked_run():
-            self._validator.check(check)  # index data may change between calls
+            arrs = check if keep else [r() for r in check]
+            if any(a is None for a in arrs):
+                raise RuntimeError("prepared_call(keep=False): an array of this call was freed")
+            self._validator.check(arrs)  # index data may change between calls
             run()
         return checked_run
 
