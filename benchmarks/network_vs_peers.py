@@ -128,16 +128,16 @@ def main():
     other = OTHER[args.layout]
     other_labels = {f"{label} {other}" for label, _ in others}
     method_of = {label: label.split("/", 1)[0] for label, _ in logs + others}
-    # by layer spec: a method may compute only some layers (winograd: the 3x3 stride-1 ones)
     specs = [sp for sp, _ in layer_specs(args.network)]
-    sets = {m: dict(zip([sp for sp in specs if method_applies(sp, m)],
-                        [wl for wl, _ in layer_set(args.network, batch=args.batch,
-                                                   layout=args.layout, method=m)]))
-            for m in {method_of[label] for label, _ in logs}}
-    other_sets = {m: dict(zip([sp for sp in specs if method_applies(sp, m)],
-                              [wl for wl, _ in layer_set(args.network, batch=args.batch,
-                                                         layout=other, method=m)]))
-                  for m in {method_of[label] for label, _ in others}}
+
+    def method_sets(layout, labelled):
+        """{method: {layer spec: workload}}: a method may compute only some layers (winograd:
+        the 3x3 stride-1 ones)."""
+        return {m: dict(zip([sp for sp in specs if method_applies(sp, m)],
+                            [wl for wl, _ in layer_set(args.network, batch=args.batch,
+                                                       layout=layout, method=m)]))
+                for m in {method_of[label] for label, _ in labelled}}
+    sets, other_sets = method_sets(args.layout, logs), method_sets(other, others)
     base = layer_set(args.network, batch=args.batch, layout=args.layout)
     other_base = [wl for wl, _ in layer_set(args.network, batch=args.batch, layout=other)]
     peak = measure_peak()
