@@ -144,6 +144,47 @@ class Schedule:
         self.apply_step(RfactorStep(sid, h.loop_index(loop), pos))
         return self.state.stages[sid].tensor
 
+    def factor_out(self, tensor, loop, factor_axis: int | None = None) -> Tensor:
+        """Split a sum over several reduction axes into two sums by distributivity: the factors
+        of ``tensor``'s summand that read none of its other reduction axes multiply the partial
+        sum over those axes instead of every term (``sum_{i,j} x[b,i] W[i,j] y[b,j]`` becomes
+        ``sum_j y[b,j] * P[b,j]`` with ``P[b,j] = sum_i x[b,i] W[i,j]``, a matmul).
+
+        Parameters
+        ----------
+        tensor : Tensor or StageHandle
+            An untransformed sum reduction at root over two or more axes, whose summand is a
+            product.
+        loop : IterHandle or str
+            The reduction axis ``tensor`` keeps; the new stage sums over the others.
+        factor_axis : int, optional
+            Where ``loop``'s axis goes among the new stage's axes (default:
+            :func:`~tecomp.schedule.factor_out.factor_position`, which keeps an axis read
+            contiguously innermost).
+
+        Returns
+        -------
+        Tensor
+            The stage of partial sums (``NAME.fo``), over the spatial axes its factors read and
+            ``loop``.
+
+        Examples
+        --------
+        >>> i, j = s[out].reduce_axes
+        >>> P = s.factor_out(out, j)
+        """
+        from .factor_out import FactorOutStep, factor_position
+        h = self[tensor]
+        sid = h.index
+        pos = h.loop_index(loop)
+        if factor_axis is None:
+            st = self.state.stages[sid]
+            root = st.nest().root_values
+            axis = next((a for a in st.op.reduce_axes if root[a] is st.iters[pos].var), None)
+            factor_axis = 0 if axis is None else factor_position(st.op, axis)
+        self.apply_step(FactorOutStep(sid, pos, factor_axis))
+        return self.state.stages[sid].tensor
+
     def lower(self):
         """The loop IR of this schedule (a :class:`~tecomp.ir.loop.PrimFunc`; ``print`` it)."""
         from ..lowering import lower  # the next layer: imported when used

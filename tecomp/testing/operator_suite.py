@@ -3,8 +3,9 @@ Ansor's single-operator evaluation: 1-d/3-d/depthwise/grouped/dilated/transposed
 capsule convolution (rank-6 tensors), batch matmuls over permuted operands (BERT's Q.K^T and
 P.V per head), conv + bias + ReLU, softmax, layer normalization and a Frobenius norm (a reduction
 to a scalar); and beyond Ansor's list, column sums (a reduction over an outer axis), a tanh-form
-GELU, a log-softmax, pairwise squared distances, a bilinear form (a reduction over two axes)
-and a matrix-vector product.
+GELU, a log-softmax, pairwise squared distances, a bilinear form (a reduction over two axes),
+a matrix-vector product and a chain of three matrices written as one sum (the last three in
+:mod:`tecomp.testing.contraction_ops`).
 
 Each entry of :data:`OPERATORS` builds a :class:`OpCase` at its ``"bench"`` shape or its
 ``"small"`` one (tests, the interpreter). The reference is numpy in float64; ``torch_fn`` (for the
@@ -13,45 +14,15 @@ benchmarks, where torch exists) returns a callable computing the same with torch
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from .. import ir as tc
+from .contraction_ops import bilinear_form, matrix_chain, matvec
+from .op_case import OpCase, inputs_of, rand_input
 from .random_dags import layer_norm_dag
 
-__all__ = ["OpCase", "OPERATORS", "operator_case"]
-
-
-@dataclass
-class OpCase:
-    """One operator: its DAG (inputs first, one output last), inputs, reference and torch peer."""
-    name: str
-    dag: object
-    make_inputs: Callable
-    reference: Callable
-    torch_fn: Callable | None = None   # torch_fn(torch, inputs) -> callable
-
-    def search_setup(self, seed: int, **task_options):
-        """``(task, sketches, rng, inputs, reference output)`` for sampling candidates of this
-        operator: its SearchTask (``task_options`` as for SearchTask), the task's sketches, an rng
-        seeded with ``seed``, inputs drawn from it and the reference's first output."""
-        from ..search.target_search import generate_sketches
-        from ..search.task import SearchTask
-        task = SearchTask(self.dag, **task_options)
-        sketches = generate_sketches(task)
-        rng = np.random.default_rng(seed)
-        x = self.make_inputs(rng)
-        return task, sketches, rng, x, self.reference(x)[0]
-
-
-def _rand(shape, lo=-1.0, hi=1.0):
-    return lambda rng: rng.uniform(lo, hi, shape).astype("float32")
-
-
-def _inputs(*makers):
-    return lambda rng: [m(rng) for m in makers]
+__all__ = ["OpCase", "OPERATORS", "operator_case", "bilinear_form", "matvec", "matrix_chain"]
 
 
 def _windows(x, axes_k, stride, dil):
@@ -113,13 +84,13 @@ def conv_nd(N, C, S, O, K, stride=1, pad=0, dil=1, groups=1, bias_relu=False, na
         return tc.sum(P[(n, cin) + idx] * W[(o, rc) + tuple(rk)], axis=[rc] + rk)
     Y = tc.compute((N, O) + out, body, name=name)
     ins = [X, W]
-    makers = [_rand(X.shape), _rand(W.shape)]
+    makers = [rand_input(X.shape), rand_input(W.shape)]
     if bias_relu:
         B = tc.placeholder((O,), "float32", name="bias")
         Y = tc.compute(Y.shape, lambda n, o, *sp: tc.maximum(Y[(n, o) + sp] + B[o], 0.0),
                        name="bias_relu")
         ins.append(B)
-        makers.append(_rand((O,)))
+        makers.append(rand_input((O,)))
 
     def reference(x):
         y = _conv_nd_ref(x[0], x[1], stride, pad, dil, groups)
@@ -134,7 +105,7 @@ def conv_nd(N, C, S, O, K, stride=1, pad=0, dil=1, groups=1, bias_relu=False, na
         if bias_relu:
             return lambda: F.relu(conv(t[0], t[1], t[2], stride, pad, dil, groups))
         return lambda: conv(t[0], t[1], None, stride, pad, dil, groups)
-    return OpCase(name, tc.ComputeDAG(ins + [Y]), _inputs(*makers), reference, torch_fn)
+    return OpCase(name, tc.ComputeDAG(ins + [Y]), inputs_of(*makers), reference, torch_fn)
 
 
 def conv2d_transpose(N, C, H, O, K, stride, pad, name="conv_t"):
@@ -170,7 +141,7 @@ def conv2d_transpose(N, C, H, O, K, stride, pad, name="conv_t"):
     def torch_fn(torch, x):
         t = [torch.from_numpy(a) for a in x]
         return lambda: torch.nn.functional.conv_transpose2d(t[0], t[1], None, stride, pad)
-    return OpCase(name, tc.ComputeDAG([X, W, Y]), _inputs(_rand(X.shape), _rand(W.shape)),
+    return OpCase(name, tc.ComputeDAG([X, W, Y]), inputs_of(rand_input(X.shape), rand_input(W.shape)),
                   reference, torch_fn)
 
 
@@ -204,7 +175,7 @@ def capsule_conv(N, H, CI, CO, K, stride, pad, cap=4, name="capsule"):
             win = xp.unfold(1, K, stride).unfold(2, K, stride)
             return torch.einsum("nyxcikab,abcokj->nyxoij", win, wt)
         return run
-    return OpCase(name, tc.ComputeDAG([X, W, Y]), _inputs(_rand(X.shape), _rand(W.shape)),
+    return OpCase(name, tc.ComputeDAG([X, W, Y]), inputs_of(rand_input(X.shape), rand_input(W.shape)),
                   reference, torch_fn)
 
 
@@ -247,7 +218,7 @@ def _einsum_case(name, spec: str, sizes: dict, names: tuple, torch_fn) -> OpCase
     P = inspect.Parameter  # the loops take the letters' names, as a lambda's parameters would
     body.__signature__ = inspect.Signature([P(c, P.POSITIONAL_OR_KEYWORD) for c in out])
     Y = tc.compute(tuple(sizes[c] for c in out), body, name=name)
-    return OpCase(name, tc.ComputeDAG([A, Bt, Y]), _inputs(_rand(A.shape), _rand(Bt.shape)),
+    return OpCase(name, tc.ComputeDAG([A, Bt, Y]), inputs_of(rand_input(A.shape), rand_input(Bt.shape)),
                   lambda x: [np.einsum(spec, *(a.astype(np.float64) for a in x))], torch_fn)
 
 
@@ -255,7 +226,7 @@ def matmul(M, N, K, name="matmul"):
     A, Bm = tc.placeholder((M, K), "float32", name="A"), tc.placeholder((K, N), "float32", name="B")
     k = tc.reduce_axis(K, name="k")
     C = tc.compute((M, N), lambda i, j: tc.sum(A[i, k] * Bm[k, j], axis=k), name=name)
-    return OpCase(name, tc.ComputeDAG([A, Bm, C]), _inputs(_rand(A.shape), _rand(Bm.shape)),
+    return OpCase(name, tc.ComputeDAG([A, Bm, C]), inputs_of(rand_input(A.shape), rand_input(Bm.shape)),
                   lambda x: [x[0].astype(np.float64) @ x[1]],
                   lambda torch, x: (lambda a=torch.from_numpy(x[0]), b=torch.from_numpy(x[1]):
                                     lambda: a @ b)())
@@ -272,7 +243,7 @@ def softmax(M, N, name="softmax"):
     def reference(x):
         z = np.exp(x[0].astype(np.float64) - x[0].max(axis=1, keepdims=True))
         return [z / z.sum(axis=1, keepdims=True)]
-    return OpCase(name, tc.ComputeDAG([X, Y]), _inputs(_rand(X.shape, -4, 4)), reference,
+    return OpCase(name, tc.ComputeDAG([X, Y]), inputs_of(rand_input(X.shape, -4, 4)), reference,
                   lambda torch, x: (lambda t=torch.from_numpy(x[0]):
                                     lambda: torch.softmax(t, dim=1))())
 
@@ -290,7 +261,7 @@ def frobenius_norm(M, N, name="frobenius"):
     i, j = tc.reduce_axis(M, name="i"), tc.reduce_axis(N, name="j")
     s = tc.compute((1,), lambda z: tc.sum(X[i, j] * X[i, j], axis=[i, j]), name="sumsq")
     Y = tc.compute((1,), lambda z: tc.sqrt(s[z]), name=name)
-    return OpCase(name, tc.ComputeDAG([X, Y]), _inputs(_rand(X.shape)),
+    return OpCase(name, tc.ComputeDAG([X, Y]), inputs_of(rand_input(X.shape)),
                   lambda x: [np.sqrt(np.sum(x[0].astype(np.float64) ** 2)).reshape(1)],
                   lambda torch, x: (lambda t=torch.from_numpy(x[0]):
                                     lambda: torch.linalg.matrix_norm(t).reshape(1))())
@@ -302,7 +273,7 @@ def column_sum(M, N, name="column_sum"):
     X = tc.placeholder((M, N), "float32", name="X")
     i = tc.reduce_axis(M, name="i")
     S = tc.compute((N,), lambda j: tc.sum(X[i, j], axis=i), name=name)
-    return OpCase(name, tc.ComputeDAG([X, S]), _inputs(_rand(X.shape)),
+    return OpCase(name, tc.ComputeDAG([X, S]), inputs_of(rand_input(X.shape)),
                   lambda x: [x[0].astype(np.float64).sum(axis=0)],
                   lambda torch, x: (lambda t=torch.from_numpy(x[0]): lambda: t.sum(dim=0))())
 
@@ -316,7 +287,7 @@ def gelu_tanh(M, N, name="gelu"):
     def reference(x):
         v = x[0].astype(np.float64)
         return [0.5 * v * (1 + np.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)))]
-    return OpCase(name, tc.ComputeDAG([X, Y]), _inputs(_rand(X.shape, -4, 4)), reference,
+    return OpCase(name, tc.ComputeDAG([X, Y]), inputs_of(rand_input(X.shape, -4, 4)), reference,
                   lambda torch, x: (lambda t=torch.from_numpy(x[0]): lambda:
                                     torch.nn.functional.gelu(t, approximate="tanh"))())
 
@@ -333,7 +304,7 @@ def log_softmax(M, N, name="log_softmax"):
         v = x[0].astype(np.float64)
         z = v - v.max(axis=1, keepdims=True)
         return [z - np.log(np.exp(z).sum(axis=1, keepdims=True))]
-    return OpCase(name, tc.ComputeDAG([X, Y]), _inputs(_rand(X.shape, -4, 4)), reference,
+    return OpCase(name, tc.ComputeDAG([X, Y]), inputs_of(rand_input(X.shape, -4, 4)), reference,
                   lambda torch, x: (lambda t=torch.from_numpy(x[0]):
                                     lambda: torch.log_softmax(t, dim=1))())
 
@@ -349,36 +320,10 @@ def pairwise_sqdist(M, N, K, name="sqdist"):
     def reference(x):
         a, b = x[0].astype(np.float64), x[1].astype(np.float64)
         return [((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=-1)]
-    return OpCase(name, tc.ComputeDAG([X, Y, D]), _inputs(_rand(X.shape), _rand(Y.shape)),
+    return OpCase(name, tc.ComputeDAG([X, Y, D]), inputs_of(rand_input(X.shape), rand_input(Y.shape)),
                   reference,
                   lambda torch, x: (lambda a=torch.from_numpy(x[0]), b=torch.from_numpy(x[1]):
                                     lambda: torch.cdist(a, b).square())())
-
-
-def bilinear_form(B, M, N, name="bilinear"):
-    """``s[b] = sum_{i, j} x[b, i] W[i, j] y[b, j]``: one reduction over two axes to a short
-    vector; lanes along ``b`` would gather from both ``x`` and ``y``."""
-    x, y = tc.placeholder((B, M), "float32", name="x"), tc.placeholder((B, N), "float32", name="y")
-    W = tc.placeholder((M, N), "float32", name="W")
-    i, j = tc.reduce_axis(M, name="i"), tc.reduce_axis(N, name="j")
-    s = tc.compute((B,), lambda b: tc.sum(x[b, i] * W[i, j] * y[b, j], axis=[i, j]), name=name)
-    return OpCase(name, tc.ComputeDAG([x, W, y, s]),
-                  _inputs(_rand(x.shape), _rand(W.shape), _rand(y.shape)),
-                  lambda a: [np.einsum("bi,ij,bj->b", a[0].astype(np.float64), a[1], a[2])],
-                  lambda torch, a: (lambda p=torch.from_numpy(a[0]), w=torch.from_numpy(a[1]),
-                                    q=torch.from_numpy(a[2]): lambda: ((p @ w) * q).sum(1))())
-
-
-def matvec(M, N, name="gemv"):
-    """``y[i] = sum_j A[i, j] x[j]``, a linear layer's weight as torch stores it (out x in) times
-    one vector: memory-bound, and lanes along ``i`` would gather a column of ``A``."""
-    A, x = tc.placeholder((M, N), "float32", name="A"), tc.placeholder((N,), "float32", name="x")
-    j = tc.reduce_axis(N, name="j")
-    y = tc.compute((M,), lambda i: tc.sum(A[i, j] * x[j], axis=j), name=name)
-    return OpCase(name, tc.ComputeDAG([A, x, y]), _inputs(_rand(A.shape), _rand(x.shape)),
-                  lambda a: [a[0].astype(np.float64) @ a[1]],
-                  lambda torch, a: (lambda p=torch.from_numpy(a[0]), q=torch.from_numpy(a[1]):
-                                    lambda: torch.mv(p, q))())
 
 
 #: name -> {"bench": builder, "small": builder}
@@ -423,6 +368,8 @@ OPERATORS = {
     "bilinear": {"bench": lambda: bilinear_form(256, 512, 512),
                  "small": lambda: bilinear_form(3, 5, 7)},
     "gemv": {"bench": lambda: matvec(2048, 2048), "small": lambda: matvec(5, 37)},
+    "chain": {"bench": lambda: matrix_chain(256, 512, 512, 64),
+              "small": lambda: matrix_chain(6, 5, 7, 4)},
 }
 
 

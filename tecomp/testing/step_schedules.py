@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from ..schedule import Schedule
 from ..workloads import builders as W
+from .contraction_ops import matrix_chain
 
 __all__ = ["matmul_every_loop_step", "conv_compute_locations", "rfactor_and_align",
-           "EVERY_STEP_KIND"]
+           "factor_out_chain", "EVERY_STEP_KIND"]
 
 
 def matmul_every_loop_step():
@@ -61,4 +62,16 @@ def rfactor_and_align():
     return wl, s
 
 
-EVERY_STEP_KIND = [matmul_every_loop_step, conv_compute_locations, rfactor_and_align]
+def factor_out_chain():
+    """factor_out of a matrix chain along ``l`` (``A @ B`` first), then a split of the rest."""
+    wl = matrix_chain(6, 5, 7, 4)
+    s = Schedule(wl.dag)
+    D = wl.dag.outputs[0]
+    _, rl = s[D].reduce_axes
+    AB = s.factor_out(D, rl)
+    s[AB].split(s[AB].axes[1], factor=4)
+    return wl, s
+
+
+EVERY_STEP_KIND = [matmul_every_loop_step, conv_compute_locations, rfactor_and_align,
+                   factor_out_chain]
