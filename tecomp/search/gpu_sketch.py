@@ -27,6 +27,7 @@ from ..schedule.rfactor import RfactorStep
 from ..schedule.state import Annotation, ComputeLocation
 from ..schedule.steps import AnnotationStep, FuseStep, ReorderStep, SplitStep
 from . import analysis as an
+from .factor_sketch import FactorReduction
 from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
 from .tiling import follow_tiling, multi_level_tile
 
@@ -402,5 +403,6 @@ class GPUSparseNonzeros(SketchRule):
 
 
 #: The GPU rule list, tried in order for every stage (stages from the output back to the inputs).
-GPU_RULES = [GPUInline(), GPUSparseNonzeros(), GPUSparseRows(), GPUCrossThreadReduction(),
+GPU_RULES = [GPUInline(), GPUSparseNonzeros(), GPUSparseRows(), FactorReduction(),
+             GPUCrossThreadReduction(),
              GPUTiling(), GPUSimpleBind(), SkipStage()]

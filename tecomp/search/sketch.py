@@ -17,6 +17,7 @@ from ..schedule.rfactor import RfactorStep
 from ..schedule.state import ComputeLocation
 from ..schedule.steps import FuseStep, ReorderStep, SplitStep
 from . import analysis as an
+from .factor_sketch import FactorReduction
 from .reduction_lanes import lane_run, lanes_across_reduction, lanes_belong_to_reduction
 from .sketch_rule import RuleResult, SketchRule, SkipStage, TileHole
 from .sparse_sketch import SPARSE_RULES
@@ -391,6 +392,7 @@ class SplitForVector(SketchRule):
 
 #: The CPU rule list, tried in order for every stage (the sparse rules claim only stages with
 #: data-dependent loops, which the dense tiling would order badly).
-CPU_RULES = [AlwaysInline(), InlineZeroInsertion(), *SPARSE_RULES, LanesAcrossReduction(),
+CPU_RULES = [AlwaysInline(), InlineZeroInsertion(), *SPARSE_RULES, FactorReduction(),
+             LanesAcrossReduction(),
              AddRfactor(), AddCacheWrite(), MultiLevelTilingWithFusion(), MultiLevelTiling(),
              TileTranspose(), SplitForVector(), SkipStage()]

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import ir as tc
 
-__all__ = ["random_dags", "layer_norm_dag"]
+__all__ = ["random_dags", "layer_norm_dag", "random_contraction"]
 
 _UNARY = ["tanh", "sigmoid", "abs", "neg", "exp_small", "sqrt_abs", "log1p_abs", "cast_round"]
 _BINARY = ["add", "sub", "mul", "maximum", "minimum", "select"]
@@ -178,3 +178,33 @@ def _csr_stage(draw, src, t, n):
     return out, [(val, lambda rng: rng.uniform(-1.5, 1.5, (nnz,))),
                  (col, lambda rng: rng.integers(0, K, nnz)),
                  (ptr, make_ptr)]
+
+
+def random_contraction(rng, n_out=(1, 2), n_red=(1, 2), n_in=(2, 3), extents=(3, 5, 17, 32, 48)):
+    """A sum of a product of inputs over random subsets and orders of the output and reduction
+    axes (an einsum): ``n_out`` output axes, ``n_red`` reduction axes and ``n_in`` inputs, each
+    drawn from its inclusive range; every axis is read by some input. Returns the DAG and its
+    numpy einsum spec."""
+    def draw(r):
+        return int(rng.integers(r[0], r[1] + 1))
+    n_o, n_r = draw(n_out), draw(n_red)
+    letters = list("abcd")[:n_o] + list("wxyz")[:n_r]
+    ext = {c: int(rng.choice(extents)) for c in letters}
+    ins = [list(rng.permutation(letters)[:int(rng.integers(1, len(letters) + 1))])
+           for _ in range(draw(n_in))]
+    for c in letters:
+        if not any(c in s for s in ins):
+            ins[int(rng.integers(len(ins)))].append(c)
+    phs = [tc.placeholder(tuple(ext[c] for c in s), "float32", name=f"in{k}")
+           for k, s in enumerate(ins)]
+    red = {c: tc.reduce_axis(ext[c], name=c) for c in letters[n_o:]}
+
+    def body(*sp):
+        env = {**dict(zip(letters[:n_o], sp)), **red}
+        e = phs[0][tuple(env[c] for c in ins[0])]
+        for p, s in zip(phs[1:], ins[1:]):
+            e = e * p[tuple(env[c] for c in s)]
+        return tc.sum(e, axis=list(red.values()))
+    out = tc.compute(tuple(ext[c] for c in letters[:n_o]), body, name="out")
+    spec = ",".join("".join(s) for s in ins) + "->" + "".join(letters[:n_o])
+    return tc.ComputeDAG(phs + [out]), spec
