@@ -78,7 +78,7 @@ def main():
         x = case_inputs(case)
         print(f"\n== {name}: {trials} trials in {wall:.0f} s", flush=True)
         cmp = run_comparison(tecomp_configs(k, x, variant="tuned") + torch_configs(case, x),
-                             case.reference(x)[0], float(case.dag.flop_count()), peak=peak,
+                             case.reference(x)[0], case.flops(), peak=peak,
                              rounds=args.rounds)
         print_host_check(print, peak)
         rows.append((name, trials, wall, cmp))

@@ -106,7 +106,7 @@ def main():
         print(f"\n{name}: tuning {walls['off']:.0f} s off, {walls['on']:.0f} s on")
         cfgs = (tecomp_configs(kernels["off"], x, variant="off")
                 + tecomp_configs(kernels["on"], x, variant="on") + torch_configs(case, x))
-        res = run_comparison(cfgs, case.reference(x)[0], float(case.dag.flop_count()),
+        res = run_comparison(cfgs, case.reference(x)[0], case.flops(),
                              peak=peak, rounds=args.rounds)
         best = {}
         for t in res.comparison.timings:

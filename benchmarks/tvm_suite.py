@@ -251,7 +251,7 @@ def main():
             print(f"TVM failed on {name}: {err}", flush=True)
         print(f"\n== {name}: tecomp {tc_trials} trials in {tc_wall:.0f} s, TVM {tvm_trials} "
               f"trials in {tvm_wall:.0f} s", flush=True)
-        cmp = run_comparison(cfgs, case.reference(x)[0], float(case.dag.flop_count()),
+        cmp = run_comparison(cfgs, case.reference(x)[0], case.flops(),
                              rounds=args.rounds).comparison
         rows.append((name, tc_trials, tc_wall, tvm_trials, tvm_wall, cmp, err))
     print(f"\n{'operator':<15} {'tc trials':>9} {'tc s':>6} {'tvm trials':>10} {'tvm s':>6} "
