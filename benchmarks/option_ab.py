@@ -33,9 +33,9 @@ def _rand(shape):
     return lambda rng: rng.uniform(-1, 1, shape).astype("float32")
 
 
-def _matmul_case(name, a_shape, b_shape, out_shape, body, ref, peer, red=None):
+def _matmul_case(name, a_shape, b_shape, out_shape, body, ref, peer, red=None, least=None):
     """An OpCase of ``out[...] = sum_k body(A, B, indices, k)`` over a reduction ``k`` of
-    ``red`` (default: A's last dimension)."""
+    ``red`` (default: A's last dimension); ``least``: its work where the body adds zeros."""
     A = tc.placeholder(a_shape, name="A")
     B = tc.placeholder(b_shape, name="B")
     k = tc.reduce_axis(a_shape[-1] if red is None else red, name="k")
@@ -44,7 +44,7 @@ def _matmul_case(name, a_shape, b_shape, out_shape, body, ref, peer, red=None):
                   lambda rng: [_rand(a_shape)(rng), _rand(b_shape)(rng)],
                   lambda x: [ref(x[0].astype(np.float64), x[1].astype(np.float64))],
                   lambda torch, x: (lambda a=torch.from_numpy(x[0]), b=torch.from_numpy(x[1]):
-                                    lambda: peer(torch, a, b))())
+                                    lambda: peer(torch, a, b))(), least_flops=least)
 
 
 MATMULS = {
@@ -66,7 +66,8 @@ MATMULS = {
     "trimm": lambda: _matmul_case(
         "trimm", (512, 512), (512, 512), (512, 512),
         lambda A, B, ix, k: tc.if_then_else(k <= ix[0], A[ix[0], k], 0.0) * B[k, ix[1]],
-        lambda a, b: np.tril(a) @ b, lambda t, a, b: t.tril(a) @ b),
+        lambda a, b: np.tril(a) @ b, lambda t, a, b: t.tril(a) @ b,
+        least=2.0 * 512 * (512 * 513 // 2)),   # the lower triangle's rows times B
 }
 
 

@@ -17,6 +17,7 @@ from ..schedule.bounds import loop_ranges
 from ..schedule.compute_steps import aligned_strides
 from ..schedule.state import Annotation, ComputeLocation, State
 from .stride_phase import stride_phase
+from .zero_trim import zero_trim
 
 __all__ = ["lower_state", "lower_default"]
 
@@ -67,7 +68,8 @@ class _Lowering:
             if not s.is_placeholder and s.location is ComputeLocation.ROOT \
                     and id(s.tensor) not in self.args:
                 body = Allocate(self.buffers[id(s.tensor)], body)
-        body = _auto_unroll(stride_phase(body))  # (unrolling sees the phase-split extents)
+        # (unrolling sees the phase-split and trimmed extents)
+        body = _auto_unroll(zero_trim(stride_phase(body)))
         params = [self.buffers[id(t)] for t in dag.tensors]
         return PrimFunc(name or f"tecomp_{dag.workload_key[:12]}", params, body,
                         n_outputs=len(dag.outputs))

@@ -47,7 +47,8 @@ from ..ir.expr import (
 from ..ir.loop import Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, stmts
 from ..ir.traverse import free_vars, structural_key, substitute, transform, walk
 
-__all__ = ["stride_phase", "stride_phase_func", "phase_conjuncts", "is_zero_insertion", "PhaseForm"]
+__all__ = ["stride_phase", "stride_phase_func", "phase_conjuncts", "is_zero_insertion", "PhaseForm",
+           "conjuncts", "zero_conditions", "accumulated_term", "loop_range", "every_store"]
 
 #: the most loops one function has rewritten (each rewrite removes a conjunct; a bound against
 #: pathological programs)
@@ -77,9 +78,10 @@ class PhaseForm:
         return {v for atom, _ in self.terms.values() for v in free_vars(atom)}
 
 
-def _conjuncts(c: Expr) -> list:
+def conjuncts(c: Expr) -> list:
+    """The conjuncts of ``a & b & ...`` (``[c]`` for any other condition)."""
     if isinstance(c, BinOp) and c.op is BinOpKind.AND:
-        return _conjuncts(c.a) + _conjuncts(c.b)
+        return conjuncts(c.a) + conjuncts(c.b)
     return [c]
 
 
@@ -97,7 +99,7 @@ def _divisibility(c: Expr):
 
 def phase_conjuncts(cond: Expr) -> list:
     """The ``(e, s)`` of every conjunct ``e % s == 0`` (``s >= 2``) of a condition."""
-    return [d for d in map(_divisibility, _conjuncts(cond)) if d is not None]
+    return [d for d in map(_divisibility, conjuncts(cond)) if d is not None]
 
 
 def is_zero_insertion(body: Expr) -> bool:
@@ -110,21 +112,21 @@ def _is_zero(e: Expr) -> bool:
     return isinstance(e, Const) and e.value == 0
 
 
-def _zero_conds(e: Expr) -> list:
+def zero_conditions(e: Expr) -> list:
     """Conditions ``c`` such that ``e`` is zero whenever ``c`` is false."""
     if isinstance(e, Select):
-        out = _zero_conds(e.t)
+        out = zero_conditions(e.t)
         if _is_zero(e.f):
-            out = _conjuncts(e.cond) + out
+            out = conjuncts(e.cond) + out
         return out
     if isinstance(e, BinOp) and e.op is BinOpKind.MUL:
-        return _zero_conds(e.a) + _zero_conds(e.b)
+        return zero_conditions(e.a) + zero_conditions(e.b)
     if isinstance(e, Cast) or isinstance(e, UnOp) and e.op is UnOpKind.NEG:
-        return _zero_conds(e.a)
+        return zero_conditions(e.a)
     return []
 
 
-def _addend(s: Store):
+def accumulated_term(s: Store):
     """``t`` of an accumulation ``B[i] = B[i] + t``, else None."""
     v = s.value
     if not (isinstance(v, BinOp) and v.op is BinOpKind.ADD):
@@ -139,18 +141,19 @@ def _addend(s: Store):
 
 def _forms(s: Store, ranges: dict) -> list:
     """The phase forms of a store's addend's zero conditions (empty: not an accumulation)."""
-    t = _addend(s)
+    t = accumulated_term(s)
     if t is None:
         return []
     out = []
-    for c in _zero_conds(t):
+    for c in zero_conditions(t):
         d = _divisibility(c)
         if d is not None:
             out.append(PhaseForm(d[1], to_linear(d[0], ranges), ranges))
     return out
 
 
-def _range(loop: For):
+def loop_range(loop: For):
+    """``(first, last)`` of a loop of constant begin and extent, else None."""
     if isinstance(loop.begin, Const) and isinstance(loop.extent, Const):
         b = int(loop.begin.value)
         return (b, b + int(loop.extent.value) - 1)
@@ -163,7 +166,7 @@ def _find(stmt: Stmt):
     """The first ``(loop, form)`` that can be rewritten, or None."""
     def go(s, loops, ranges):
         if isinstance(s, For):
-            r = _range(s)
+            r = loop_range(s)
             inner = {**ranges, s.var: r} if r is not None else ranges
             return go(s.body, loops + [s], inner)
         if isinstance(s, Store):
@@ -201,7 +204,7 @@ def _candidate(form: PhaseForm, loops: list, ranges: dict):
             or not isinstance(loop.extent, Const):
         return None
     outer = {u: r for u, r in ranges.items() if u in outside}
-    if r := _range(loop):
+    if r := loop_range(loop):
         outer[v] = r
     return (loop, form) if _all_skippable(loop.body, form, outer) else None
 
@@ -213,13 +216,18 @@ def _zero_begin(loop: For) -> bool:
 def _all_skippable(body: Stmt, form: PhaseForm, ranges: dict) -> bool:
     """Every store under ``body`` adds zero unless ``form`` is divisible; nothing else writes."""
     key = form.key
+    return every_store(body, lambda s, r: any(f.key == key for f in _forms(s, r)), ranges)
 
+
+def every_store(body: Stmt, pred, ranges: dict) -> bool:
+    """Whether ``pred(store, ranges)`` holds for every store under ``body`` (``ranges``: the
+    constant ranges of the loops around each) and nothing else there writes or synchronizes."""
     def go(s, ranges):
         if isinstance(s, For):
-            r = _range(s)
+            r = loop_range(s)
             return go(s.body, {**ranges, s.var: r} if r is not None else ranges)
         if isinstance(s, Store):
-            return any(f.key == key for f in _forms(s, ranges))
+            return pred(s, ranges)
         if isinstance(s, Barrier):
             return False
         if isinstance(s, (Seq, IfThenElse, Allocate)):
@@ -233,7 +241,7 @@ def _all_skippable(body: Stmt, form: PhaseForm, ranges: dict) -> bool:
 def _map_exprs(s: Stmt, fn, ranges: dict) -> Stmt:
     """Rebuild ``s`` with ``fn(expr, ranges)`` applied to every expression it holds."""
     if isinstance(s, For):
-        r = _range(s)
+        r = loop_range(s)
         inner = {**ranges, s.var: r} if r is not None else ranges
         return For(s.var, fn(s.begin, ranges), fn(s.extent, ranges), s.kind,
                    _map_exprs(s.body, fn, inner), s.thread, s.pragmas)
@@ -257,7 +265,7 @@ def _drop_conjunct(key: tuple):
             if not isinstance(x, Select):
                 return None
             kept, dropped = [], False
-            for c in _conjuncts(x.cond):
+            for c in conjuncts(x.cond):
                 d = _divisibility(c)
                 if d is not None and PhaseForm(d[1], to_linear(d[0], ranges), ranges).key == key:
                     dropped = True
@@ -297,10 +305,10 @@ def _rewrite(stmt: Stmt, loop: For, form: PhaseForm, ranges_at: dict) -> Stmt:
 
 def _replace(stmt: Stmt, loop: For, form: PhaseForm, ranges: dict) -> Stmt:
     if stmt is loop:
-        r = _range(loop)
+        r = loop_range(loop)
         return _rewrite(stmt, loop, form, {**ranges, loop.var: r} if r else ranges)
     if isinstance(stmt, For):
-        r = _range(stmt)
+        r = loop_range(stmt)
         inner = {**ranges, stmt.var: r} if r is not None else ranges
         body = _replace(stmt.body, loop, form, inner)
         return stmt if body is stmt.body else For(stmt.var, stmt.begin, stmt.extent, stmt.kind,

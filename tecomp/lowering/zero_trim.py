@@ -1,0 +1,193 @@
+"""Zero-region trimming: a reduction loop whose iterations past a linear bound only add zeros
+stops at the bound.
+
+A lower-triangular matmul written as ``sum_k Select(k <= i, A[i, k], 0) * B[k, j]``, a causal
+mask on attention probabilities, or a cumulative sum ``sum_k Select(k <= i, x[k], 0)`` adds
+zeros for half its points. When
+
+- every store inside a serial loop ``L`` (over ``v``, of constant range) accumulates,
+  ``B[i] = B[i] + t`` with ``t`` zero unless a conjunct ``a <= b`` (or ``<``, ``>=``, ``>``) of a
+  select holds (:func:`~.stride_phase.zero_conditions`), the same linear bound ``c*v + M <= 0``
+  in every store,
+- ``M``'s terms are loops outside ``L`` (any linear or non-linear form of them, no loads) and
+  loops inside ``L`` of constant range (linearly),
+
+then an iteration of ``v`` adds anything only if ``c*v + min(M) <= 0`` for the smallest ``M``
+the inner loops reach; ``L``'s range is cut to those iterations (its bound an expression of the
+outer loops), and the select stays for the iterations on the boundary. A cut that would skip
+less than :data:`MIN_SKIPPED` of ``L`` on average is not made. Skipping ``acc + x * 0``
+treats the product as an exact zero, as the numpy reference (``np.tril(a) @ b``) does.
+
+Only the outermost such loop of a nest is cut: that skips the whole tiles past the bound, and the
+loops inside keep their constant ranges, which LLVM unrolls into a register tile (a register
+tile's row loop cut to a variable range would keep its accumulators in memory); the tiles on
+the boundary keep their selects.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import dtype as dt
+from ..ir.arith import Linear, bound, from_linear, to_linear
+from ..ir.expr import BinOp, BinOpKind, Const, Load, Var, binary
+from ..ir.loop import Allocate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, stmts
+from ..ir.traverse import free_vars, walk
+from .stride_phase import accumulated_term, conjuncts, every_store, loop_range, zero_conditions
+
+__all__ = ["zero_trim", "zero_trim_func", "bound_form", "MIN_SKIPPED"]
+
+#: the least share of a loop's iterations, averaged over the loops outside it, that a cut must
+#: skip. A triangle skips half; a padded convolution's taps past the image border are a few
+#: percent of its reduction (1/3 of the taps on 2 of 56 rows), where a cut would only turn the
+#: tap loop's constant range, which LLVM unrolls, into a variable one.
+MIN_SKIPPED = 0.25
+
+_FLIP = {BinOpKind.LE: (False, 0), BinOpKind.LT: (False, 1),
+         BinOpKind.GE: (True, 0), BinOpKind.GT: (True, 1)}
+
+
+def bound_form(c, ranges: dict) -> Linear | None:
+    """``L`` with ``c`` true exactly when ``L <= 0``, for a comparison of index expressions."""
+    if not isinstance(c, BinOp) or c.op not in _FLIP or c.a.dtype is not dt.INDEX \
+            or c.b.dtype is not dt.INDEX:
+        return None
+    flip, strict = _FLIP[c.op]
+    lo, hi = (c.b, c.a) if flip else (c.a, c.b)
+    form = to_linear(lo, ranges).add(to_linear(hi, ranges), -1)
+    form.const += strict
+    return form
+
+
+def _key(form: Linear) -> tuple:
+    return (form.const, tuple(sorted((k, c) for k, (_, c) in form.terms.items())))
+
+
+def _forms(s: Store, ranges: dict) -> list:
+    """The bound forms of a store's addend's zero conditions (empty: not an accumulation)."""
+    t = accumulated_term(s)
+    if t is None:
+        return []
+    out = []
+    for cond in zero_conditions(t):
+        for c in conjuncts(cond):
+            f = bound_form(c, ranges)
+            if f is not None:
+                out.append(f)
+    return out
+
+
+def _inner_ranges(body: Stmt) -> dict:
+    """Loop variable -> constant range (or None) of every loop under ``body``."""
+    return {s.var: loop_range(s) for s in stmts(body) if isinstance(s, For)}
+
+
+def _skipped(c: int, m_range, lo: int, hi: int) -> float:
+    """The mean share of ``v in [lo, hi]`` with ``c*v + m > 0`` for ``m`` evenly over
+    ``m_range``."""
+    m = np.unique(np.linspace(m_range[0], m_range[1], 4097).round().astype(np.int64))
+    v = np.arange(lo, hi + 1, dtype=np.int64)
+    if len(v) > 4096:
+        v = np.unique(np.linspace(lo, hi, 4096).round().astype(np.int64))
+    return float(((c * v[None, :] + m[:, None]) > 0).mean())
+
+
+def _new_range(loop: For, form: Linear, outside: dict, inner: dict):
+    """``(begin, extent)`` of ``loop`` cut to where ``form <= 0`` can hold, or None (no bound,
+    or one that skips less than :data:`MIN_SKIPPED`); ``outside``: the loops around ``loop``
+    (variable -> constant range or None)."""
+    v = loop.var
+    c, rest, low = 0, Linear(), 0
+    for k, (atom, coef) in form.terms.items():
+        if atom is v:
+            c = coef
+        elif isinstance(atom, Var) and atom in inner:
+            r = inner[atom]
+            if r is None:
+                return None
+            low += coef * (r[0] if coef > 0 else r[1])
+        elif any(isinstance(x, Load) for x in walk(atom)) \
+                or not all(u in outside for u in free_vars(atom)):
+            return None   # a loaded value, v non-linearly or an inner loop in a non-linear term
+        else:
+            rest.terms[k] = [atom, coef]
+    if c == 0:
+        return None
+    rest.const = form.const + low   # the iterations that add anything: c*v + rest <= 0
+    lo, hi = loop_range(loop)
+    m_range = bound(from_linear(rest), {u: r for u, r in outside.items() if r is not None})
+    if m_range is None or not all(isinstance(x, Const) for x in m_range) \
+            or _skipped(c, (int(m_range[0].value), int(m_range[1].value)), lo, hi) < MIN_SKIPPED:
+        return None
+    first, stop = Const(lo, dt.INDEX), Const(hi + 1, dt.INDEX)
+    if c > 0:  # v <= floor(-rest / c)
+        end = binary(BinOpKind.FLOORDIV, from_linear(rest.scale(-1)), c)
+        end = binary(BinOpKind.MIN, stop, binary(BinOpKind.MAX, first,
+                                                 binary(BinOpKind.ADD, end, 1)))
+        return first, binary(BinOpKind.SUB, end, lo)
+    d = -c  # v >= ceil(rest / d)
+    begin = binary(BinOpKind.FLOORDIV, from_linear(rest.add(Linear(const=d - 1))), d)
+    begin = binary(BinOpKind.MAX, first, binary(BinOpKind.MIN, stop, begin))
+    return begin, binary(BinOpKind.SUB, stop, begin)
+
+
+def _trim_loop(loop: For, outside: dict):
+    """``loop`` with its range cut, or None when no bound applies to it."""
+    if loop.kind is not ForKind.SERIAL or loop_range(loop) is None:
+        return None
+    first = next((s for s in stmts(loop.body) if isinstance(s, Store)), None)
+    if first is None:
+        return None
+    inner = _inner_ranges(loop.body)
+    for form in _forms(first, {}):
+        key = _key(form)
+        if not every_store(loop.body, lambda s, r: any(_key(f) == key for f in _forms(s, {})),
+                           {}):
+            continue
+        rng = _new_range(loop, form, outside, inner)
+        if rng is not None:
+            return For(loop.var, rng[0], rng[1], loop.kind, loop.body, loop.thread, loop.pragmas)
+    return None
+
+
+def _walk(s: Stmt, outside: dict) -> Stmt:
+    if isinstance(s, For):
+        cut = _trim_loop(s, outside)
+        if cut is not None:
+            return cut  # (its inner loops keep constant ranges: see the module's docstring)
+        body = _walk(s.body, {**outside, s.var: loop_range(s)})
+        return s if body is s.body else For(s.var, s.begin, s.extent, s.kind, body, s.thread,
+                                            s.pragmas)
+    if isinstance(s, Seq):
+        new = [_walk(c, outside) for c in s.stmts]
+        return s if all(a is b for a, b in zip(new, s.stmts)) else Seq(new)
+    if isinstance(s, IfThenElse):
+        t = _walk(s.then, outside)
+        e = None if s.else_ is None else _walk(s.else_, outside)
+        return s if t is s.then and e is s.else_ else IfThenElse(s.cond, t, e)
+    if isinstance(s, Allocate):
+        body = _walk(s.body, outside)
+        return s if body is s.body else Allocate(s.buffer, body)
+    return s
+
+
+def _has_bound(stmt: Stmt) -> bool:
+    """Cheap pre-check: some accumulation's addend is zero outside a comparison."""
+    for s in stmts(stmt):
+        if isinstance(s, Store):
+            t = accumulated_term(s)
+            if t is not None and any(isinstance(c, BinOp) and c.op in _FLIP
+                                     for cond in zero_conditions(t) for c in conjuncts(cond)):
+                return True
+    return False
+
+
+def zero_trim(body: Stmt) -> Stmt:
+    """Cut every serial loop whose iterations past a linear bound only add zeros (see the
+    module's docstring); ``body`` unchanged when there is none."""
+    return _walk(body, {}) if _has_bound(body) else body
+
+
+def zero_trim_func(func: PrimFunc) -> PrimFunc:
+    """:func:`zero_trim` on a function's body."""
+    body = zero_trim(func.body)
+    return func if body is func.body else PrimFunc(func.name, func.params, body, func.n_outputs)
