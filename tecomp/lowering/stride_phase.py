@@ -48,7 +48,8 @@ from ..ir.loop import Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Seq
 from ..ir.traverse import free_vars, structural_key, substitute, transform, walk
 
 __all__ = ["stride_phase", "stride_phase_func", "phase_conjuncts", "is_zero_insertion", "PhaseForm",
-           "conjuncts", "zero_conditions", "accumulated_term", "loop_range", "every_store"]
+           "conjuncts", "zero_conditions", "accumulated_term", "loop_range", "every_store",
+           "map_exprs"]
 
 #: the most loops one function has rewritten (each rewrite removes a conjunct; a bound against
 #: pathological programs)
@@ -238,22 +239,23 @@ def every_store(body: Stmt, pred, ranges: dict) -> bool:
 
 # ----------------------------------------------------------------------------- the rewrite
 
-def _map_exprs(s: Stmt, fn, ranges: dict) -> Stmt:
-    """Rebuild ``s`` with ``fn(expr, ranges)`` applied to every expression it holds."""
+def map_exprs(s: Stmt, fn, ranges: dict) -> Stmt:
+    """Rebuild ``s`` with ``fn(expr, ranges)`` applied to every expression it holds (``ranges``:
+    the constant ranges of the loops around it, extended at each loop)."""
     if isinstance(s, For):
         r = loop_range(s)
         inner = {**ranges, s.var: r} if r is not None else ranges
         return For(s.var, fn(s.begin, ranges), fn(s.extent, ranges), s.kind,
-                   _map_exprs(s.body, fn, inner), s.thread, s.pragmas)
+                   map_exprs(s.body, fn, inner), s.thread, s.pragmas)
     if isinstance(s, Store):
         return Store(s.buffer, tuple(fn(i, ranges) for i in s.indices), fn(s.value, ranges))
     if isinstance(s, IfThenElse):
-        return IfThenElse(fn(s.cond, ranges), _map_exprs(s.then, fn, ranges),
-                          None if s.else_ is None else _map_exprs(s.else_, fn, ranges))
+        return IfThenElse(fn(s.cond, ranges), map_exprs(s.then, fn, ranges),
+                          None if s.else_ is None else map_exprs(s.else_, fn, ranges))
     if isinstance(s, Allocate):
-        return Allocate(s.buffer, _map_exprs(s.body, fn, ranges))
+        return Allocate(s.buffer, map_exprs(s.body, fn, ranges))
     if isinstance(s, Seq):
-        return Seq([_map_exprs(c, fn, ranges) for c in s.stmts])
+        return Seq([map_exprs(c, fn, ranges) for c in s.stmts])
     return s
 
 
@@ -295,8 +297,8 @@ def _rewrite(stmt: Stmt, loop: For, form: PhaseForm, ranges_at: dict) -> Stmt:
     nv = Var(f"{v.name}.ph", v.dtype)
     new_v = binary(BinOpKind.ADD, r0, binary(BinOpKind.MUL, nv, s))
     extent = int(loop.extent.value)
-    body = _map_exprs(loop.body, _drop_conjunct(form.key), ranges_at)
-    body = _map_exprs(body, lambda e, _r: substitute(e, {v: new_v}), {})
+    body = map_exprs(loop.body, _drop_conjunct(form.key), ranges_at)
+    body = map_exprs(body, lambda e, _r: substitute(e, {v: new_v}), {})
     if extent % s:
         body = IfThenElse(binary(BinOpKind.LT, new_v, extent), body)
     return For(nv, Const(0, dt.INDEX), Const(-(-extent // s), dt.INDEX), loop.kind, body,

@@ -29,10 +29,17 @@ import numpy as np
 
 from ..ir import dtype as dt
 from ..ir.arith import Linear, bound, from_linear, to_linear
-from ..ir.expr import BinOp, BinOpKind, Const, Load, Var, binary
+from ..ir.expr import BinOp, BinOpKind, Const, Load, Select, Var, binary, select
 from ..ir.loop import Allocate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, stmts
-from ..ir.traverse import free_vars, walk
-from .stride_phase import accumulated_term, conjuncts, every_store, loop_range, zero_conditions
+from ..ir.traverse import free_vars, transform, walk
+from .stride_phase import (
+    accumulated_term,
+    conjuncts,
+    every_store,
+    loop_range,
+    map_exprs,
+    zero_conditions,
+)
 
 __all__ = ["zero_trim", "zero_trim_func", "bound_form", "MIN_SKIPPED"]
 
@@ -92,11 +99,12 @@ def _skipped(c: int, m_range, lo: int, hi: int) -> float:
 
 
 def _new_range(loop: For, form: Linear, outside: dict, inner: dict):
-    """``(begin, extent)`` of ``loop`` cut to where ``form <= 0`` can hold, or None (no bound,
-    or one that skips less than :data:`MIN_SKIPPED`); ``outside``: the loops around ``loop``
-    (variable -> constant range or None)."""
+    """``[(begin, end, masked)]``: ``loop``'s range cut to where ``form <= 0`` can hold, in two
+    parts, one where it holds for every iteration inside (``masked`` False: no select needed)
+    and the boundary; None when there is no bound or it skips less than :data:`MIN_SKIPPED`.
+    ``outside``: the loops around ``loop`` (variable -> constant range or None)."""
     v = loop.var
-    c, rest, low = 0, Linear(), 0
+    c, rest, low, high = 0, Linear(), 0, 0
     for k, (atom, coef) in form.terms.items():
         if atom is v:
             c = coef
@@ -105,6 +113,7 @@ def _new_range(loop: For, form: Linear, outside: dict, inner: dict):
             if r is None:
                 return None
             low += coef * (r[0] if coef > 0 else r[1])
+            high += coef * (r[1] if coef > 0 else r[0])
         elif any(isinstance(x, Load) for x in walk(atom)) \
                 or not all(u in outside for u in free_vars(atom)):
             return None   # a loaded value, v non-linearly or an inner loop in a non-linear term
@@ -112,26 +121,52 @@ def _new_range(loop: For, form: Linear, outside: dict, inner: dict):
             rest.terms[k] = [atom, coef]
     if c == 0:
         return None
-    rest.const = form.const + low   # the iterations that add anything: c*v + rest <= 0
     lo, hi = loop_range(loop)
-    m_range = bound(from_linear(rest), {u: r for u, r in outside.items() if r is not None})
+    some = rest.add(Linear(const=form.const + low))    # c*v + some <= 0: some iteration adds
+    every = rest.add(Linear(const=form.const + high))  # c*v + every <= 0: every iteration does
+    m_range = bound(from_linear(some), {u: r for u, r in outside.items() if r is not None})
     if m_range is None or not all(isinstance(x, Const) for x in m_range) \
             or _skipped(c, (int(m_range[0].value), int(m_range[1].value)), lo, hi) < MIN_SKIPPED:
         return None
     first, stop = Const(lo, dt.INDEX), Const(hi + 1, dt.INDEX)
-    if c > 0:  # v <= floor(-rest / c)
-        end = binary(BinOpKind.FLOORDIV, from_linear(rest.scale(-1)), c)
-        end = binary(BinOpKind.MIN, stop, binary(BinOpKind.MAX, first,
-                                                 binary(BinOpKind.ADD, end, 1)))
-        return first, binary(BinOpKind.SUB, end, lo)
-    d = -c  # v >= ceil(rest / d)
-    begin = binary(BinOpKind.FLOORDIV, from_linear(rest.add(Linear(const=d - 1))), d)
-    begin = binary(BinOpKind.MAX, first, binary(BinOpKind.MIN, stop, begin))
-    return begin, binary(BinOpKind.SUB, stop, begin)
+
+    def clamp(e, a, b):
+        return binary(BinOpKind.MIN, b, binary(BinOpKind.MAX, a, e))
+    if c > 0:  # v <= floor(-m / c)
+        def last(m):
+            return binary(BinOpKind.ADD, binary(BinOpKind.FLOORDIV, from_linear(m.scale(-1)), c), 1)
+        end = clamp(last(some), first, stop)
+        whole = clamp(last(every), first, end)
+        return [(first, whole, False), (whole, end, True)]
+    d = -c  # v >= ceil(m / d)
+
+    def start(m):
+        return binary(BinOpKind.FLOORDIV, from_linear(m.add(Linear(const=d - 1))), d)
+    begin = clamp(start(some), first, stop)
+    whole = clamp(start(every), begin, stop)
+    return [(begin, whole, True), (whole, stop, False)]
+
+
+def _without(body: Stmt, key: tuple) -> Stmt:
+    """``body`` with the conjuncts of bound ``key`` dropped from its selects (they hold there)."""
+    def sel(x):
+        if not isinstance(x, Select):
+            return None
+        keep = [c for c in conjuncts(x.cond)
+                if (f := bound_form(c, {})) is None or _key(f) != key]
+        t, f = transform(x.t, sel), transform(x.f, sel)
+        if not keep:
+            return t
+        cond = keep[0]
+        for c in keep[1:]:
+            cond = binary(BinOpKind.AND, cond, c)
+        return select(cond, t, f)
+    return map_exprs(body, lambda e, _r: transform(e, sel), {})
 
 
 def _trim_loop(loop: For, outside: dict):
-    """``loop`` with its range cut, or None when no bound applies to it."""
+    """``loop`` cut and split (its whole part without the bound's selects), or None when no
+    bound applies to it."""
     if loop.kind is not ForKind.SERIAL or loop_range(loop) is None:
         return None
     first = next((s for s in stmts(loop.body) if isinstance(s, Store)), None)
@@ -143,9 +178,12 @@ def _trim_loop(loop: For, outside: dict):
         if not every_store(loop.body, lambda s, r: any(_key(f) == key for f in _forms(s, {})),
                            {}):
             continue
-        rng = _new_range(loop, form, outside, inner)
-        if rng is not None:
-            return For(loop.var, rng[0], rng[1], loop.kind, loop.body, loop.thread, loop.pragmas)
+        parts = _new_range(loop, form, outside, inner)
+        if parts is not None:
+            plain = _without(loop.body, key)
+            return Seq([For(loop.var, b, binary(BinOpKind.SUB, e, b), loop.kind,
+                            loop.body if masked else plain, loop.thread, loop.pragmas)
+                        for b, e, masked in parts])
     return None
 
 

@@ -58,6 +58,10 @@ def test_a_tiled_triangular_matmul_stops_its_reduction_at_the_diagonal():
     heads = _loop_heads(s)
     # k.0 stops after the i tile's last row; the loops inside keep their constant ranges
     assert "min(10, max(0, ((((i.0 * 8) + 7) // 4) + 1)))" in heads["k.0"]
+    # and runs in two parts: the k tiles wholly below the diagonal add without the select
+    text = str(s.lower())
+    adds = text.count("= (C[")
+    assert "for (k.0 = 0;" in text and text.count("? A[") == adds // 2
     assert heads["k.1"].startswith("for (k.1 = 0; k.1 < 4;")
     assert heads["i.1_1"].startswith("for (i.1_1 = 0; i.1_1 < 8;")
     _check(wl, s)
