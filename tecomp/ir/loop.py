@@ -16,7 +16,7 @@ from .traverse import free_vars, walk
 __all__ = ["ForKind", "ParallelSchedule", "PRAGMA_PARALLEL_SCHEDULE", "PRAGMA_PARALLEL_CHUNK",
            "ThreadAxis", "Scope", "Buffer", "Stmt", "For", "Store", "Allocate", "Seq",
            "IfThenElse", "Barrier", "PrimFunc", "seq", "stmts", "verify", "LoopIRError",
-           "stmt_exprs", "buffer_accesses", "MAX_UNROLL"]
+           "stmt_exprs", "buffer_accesses", "MAX_UNROLL", "map_loops", "with_body"]
 
 
 class ForKind(enum.Enum):
@@ -212,6 +212,30 @@ def seq(*items) -> Stmt:
         else:
             out.append(s)
     return out[0] if len(out) == 1 else Seq(out)
+
+
+def with_body(loop: "For", body: Stmt) -> "For":
+    """``loop`` itself when ``body`` is its body, else the same loop around ``body``."""
+    return loop if body is loop.body else For(loop.var, loop.begin, loop.extent, loop.kind, body,
+                                              loop.thread, loop.pragmas)
+
+
+def map_loops(s: Stmt, on_for) -> Stmt:
+    """``s`` with each outermost loop replaced by ``on_for(loop)`` (which recurses as it needs);
+    sequences, branches and allocations are rebuilt only where a part changed."""
+    if isinstance(s, For):
+        return on_for(s)
+    if isinstance(s, Seq):
+        new = [map_loops(c, on_for) for c in s.stmts]
+        return s if all(a is b for a, b in zip(new, s.stmts)) else Seq(new)
+    if isinstance(s, IfThenElse):
+        t = map_loops(s.then, on_for)
+        e = None if s.else_ is None else map_loops(s.else_, on_for)
+        return s if t is s.then and e is s.else_ else IfThenElse(s.cond, t, e)
+    if isinstance(s, Allocate):
+        body = map_loops(s.body, on_for)
+        return s if body is s.body else Allocate(s.buffer, body)
+    return s
 
 
 def stmts(s: Stmt) -> Iterator[Stmt]:

@@ -44,12 +44,25 @@ from ..ir.expr import (
     binary,
     select,
 )
-from ..ir.loop import Allocate, Barrier, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, stmts
+from ..ir.loop import (
+    Allocate,
+    Barrier,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+    map_loops,
+    stmts,
+    with_body,
+)
 from ..ir.traverse import free_vars, structural_key, substitute, transform, walk
 
 __all__ = ["stride_phase", "stride_phase_func", "phase_conjuncts", "is_zero_insertion", "PhaseForm",
            "conjuncts", "zero_conditions", "accumulated_term", "loop_range", "every_store",
-           "map_exprs"]
+           "map_exprs", "masking_conjuncts"]
 
 #: the most loops one function has rewritten (each rewrite removes a conjunct; a bound against
 #: pathological programs)
@@ -140,17 +153,17 @@ def accumulated_term(s: Store):
     return None
 
 
+def masking_conjuncts(s: Store) -> list:
+    """The conjuncts ``c`` such that the store is an accumulation ``B[i] = B[i] + t`` whose ``t``
+    is zero whenever ``c`` is false (empty: not an accumulation)."""
+    t = accumulated_term(s)
+    return [] if t is None else zero_conditions(t)
+
+
 def _forms(s: Store, ranges: dict) -> list:
     """The phase forms of a store's addend's zero conditions (empty: not an accumulation)."""
-    t = accumulated_term(s)
-    if t is None:
-        return []
-    out = []
-    for c in zero_conditions(t):
-        d = _divisibility(c)
-        if d is not None:
-            out.append(PhaseForm(d[1], to_linear(d[0], ranges), ranges))
-    return out
+    return [PhaseForm(d[1], to_linear(d[0], ranges), ranges)
+            for d in map(_divisibility, masking_conjuncts(s)) if d is not None]
 
 
 def loop_range(loop: For):
@@ -306,26 +319,13 @@ def _rewrite(stmt: Stmt, loop: For, form: PhaseForm, ranges_at: dict) -> Stmt:
 
 
 def _replace(stmt: Stmt, loop: For, form: PhaseForm, ranges: dict) -> Stmt:
-    if stmt is loop:
-        r = loop_range(loop)
-        return _rewrite(stmt, loop, form, {**ranges, loop.var: r} if r else ranges)
-    if isinstance(stmt, For):
-        r = loop_range(stmt)
-        inner = {**ranges, stmt.var: r} if r is not None else ranges
-        body = _replace(stmt.body, loop, form, inner)
-        return stmt if body is stmt.body else For(stmt.var, stmt.begin, stmt.extent, stmt.kind,
-                                                  body, stmt.thread, stmt.pragmas)
-    if isinstance(stmt, Seq):
-        new = [_replace(c, loop, form, ranges) for c in stmt.stmts]
-        return stmt if all(a is b for a, b in zip(new, stmt.stmts)) else Seq(new)
-    if isinstance(stmt, IfThenElse):
-        t = _replace(stmt.then, loop, form, ranges)
-        e = None if stmt.else_ is None else _replace(stmt.else_, loop, form, ranges)
-        return stmt if t is stmt.then and e is stmt.else_ else IfThenElse(stmt.cond, t, e)
-    if isinstance(stmt, Allocate):
-        body = _replace(stmt.body, loop, form, ranges)
-        return stmt if body is stmt.body else Allocate(stmt.buffer, body)
-    return stmt
+    def on_for(s):
+        r = loop_range(s)
+        inner = {**ranges, s.var: r} if r is not None else ranges
+        if s is loop:
+            return _rewrite(s, loop, form, inner)
+        return with_body(s, _replace(s.body, loop, form, inner))
+    return map_loops(stmt, on_for)
 
 
 def _has_phase(stmt: Stmt) -> bool:

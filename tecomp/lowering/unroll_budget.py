@@ -19,14 +19,13 @@ from __future__ import annotations
 from ..ir.expr import Const
 from ..ir.loop import (
     MAX_UNROLL,
-    Allocate,
     For,
     ForKind,
-    IfThenElse,
     PrimFunc,
-    Seq,
     Stmt,
+    map_loops,
     stmt_exprs,
+    with_body,
 )
 
 __all__ = ["UNROLL_BUDGET", "emitted_size", "bound_unrolling"]
@@ -85,23 +84,12 @@ def _outermost_unrolled(s: Stmt, out: list) -> list:
 
 
 def _demote(s: Stmt, target: For) -> Stmt:
-    if s is target:
-        return For(s.var, s.begin, s.extent, ForKind.SERIAL, s.body, s.thread, s.pragmas)
-    if isinstance(s, For):
-        body = _demote(s.body, target)
-        return s if body is s.body else For(s.var, s.begin, s.extent, s.kind, body, s.thread,
-                                            s.pragmas)
-    if isinstance(s, Seq):
-        items = [_demote(c, target) for c in s.stmts]
-        return s if all(a is b for a, b in zip(items, s.stmts)) else Seq(items)
-    if isinstance(s, IfThenElse):
-        then = _demote(s.then, target)
-        else_ = None if s.else_ is None else _demote(s.else_, target)
-        return s if then is s.then and else_ is s.else_ else IfThenElse(s.cond, then, else_)
-    if isinstance(s, Allocate):
-        body = _demote(s.body, target)
-        return s if body is s.body else Allocate(s.buffer, body)
-    return s
+    def on_for(loop):
+        if loop is target:
+            return For(loop.var, loop.begin, loop.extent, ForKind.SERIAL, loop.body, loop.thread,
+                       loop.pragmas)
+        return with_body(loop, _demote(loop.body, target))
+    return map_loops(s, on_for)
 
 
 def bound_unrolling(func: PrimFunc, budget: int | None = None) -> PrimFunc:

@@ -30,16 +30,9 @@ import numpy as np
 from ..ir import dtype as dt
 from ..ir.arith import Linear, bound, from_linear, to_linear
 from ..ir.expr import BinOp, BinOpKind, Const, Load, Select, Var, binary, select
-from ..ir.loop import Allocate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, stmts
+from ..ir.loop import For, ForKind, PrimFunc, Seq, Stmt, Store, map_loops, stmts, with_body
 from ..ir.traverse import free_vars, transform, walk
-from .stride_phase import (
-    accumulated_term,
-    conjuncts,
-    every_store,
-    loop_range,
-    map_exprs,
-    zero_conditions,
-)
+from .stride_phase import conjuncts, every_store, loop_range, map_exprs, masking_conjuncts
 
 __all__ = ["zero_trim", "zero_trim_func", "bound_form", "MIN_SKIPPED"]
 
@@ -71,16 +64,7 @@ def _key(form: Linear) -> tuple:
 
 def _forms(s: Store, ranges: dict) -> list:
     """The bound forms of a store's addend's zero conditions (empty: not an accumulation)."""
-    t = accumulated_term(s)
-    if t is None:
-        return []
-    out = []
-    for cond in zero_conditions(t):
-        for c in conjuncts(cond):
-            f = bound_form(c, ranges)
-            if f is not None:
-                out.append(f)
-    return out
+    return [f for f in (bound_form(c, ranges) for c in masking_conjuncts(s)) if f is not None]
 
 
 def _inner_ranges(body: Stmt) -> dict:
@@ -188,35 +172,18 @@ def _trim_loop(loop: For, outside: dict):
 
 
 def _walk(s: Stmt, outside: dict) -> Stmt:
-    if isinstance(s, For):
-        cut = _trim_loop(s, outside)
+    def on_for(loop):
+        cut = _trim_loop(loop, outside)
         if cut is not None:
             return cut  # (its inner loops keep constant ranges: see the module's docstring)
-        body = _walk(s.body, {**outside, s.var: loop_range(s)})
-        return s if body is s.body else For(s.var, s.begin, s.extent, s.kind, body, s.thread,
-                                            s.pragmas)
-    if isinstance(s, Seq):
-        new = [_walk(c, outside) for c in s.stmts]
-        return s if all(a is b for a, b in zip(new, s.stmts)) else Seq(new)
-    if isinstance(s, IfThenElse):
-        t = _walk(s.then, outside)
-        e = None if s.else_ is None else _walk(s.else_, outside)
-        return s if t is s.then and e is s.else_ else IfThenElse(s.cond, t, e)
-    if isinstance(s, Allocate):
-        body = _walk(s.body, outside)
-        return s if body is s.body else Allocate(s.buffer, body)
-    return s
+        return with_body(loop, _walk(loop.body, {**outside, loop.var: loop_range(loop)}))
+    return map_loops(s, on_for)
 
 
 def _has_bound(stmt: Stmt) -> bool:
     """Cheap pre-check: some accumulation's addend is zero outside a comparison."""
-    for s in stmts(stmt):
-        if isinstance(s, Store):
-            t = accumulated_term(s)
-            if t is not None and any(isinstance(c, BinOp) and c.op in _FLIP
-                                     for cond in zero_conditions(t) for c in conjuncts(cond)):
-                return True
-    return False
+    return any(isinstance(c, BinOp) and c.op in _FLIP for s in stmts(stmt)
+               if isinstance(s, Store) for c in masking_conjuncts(s))
 
 
 def zero_trim(body: Stmt) -> Stmt:
