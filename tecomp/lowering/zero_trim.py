@@ -14,8 +14,9 @@ zeros for half its points. When
 
 then an iteration of ``v`` adds anything only if ``c*v + min(M) <= 0`` for the smallest ``M``
 the inner loops reach; ``L``'s range is cut to those iterations (its bound an expression of the
-outer loops), and the select stays for the iterations on the boundary. A cut that would skip
-less than :data:`MIN_SKIPPED` of ``L`` on average is not made. Skipping ``acc + x * 0``
+outer loops), and the select stays for the iterations on the boundary. An upper and a lower
+bound (a band, ``i - w <= k <= i + w``) cut both ends. A cut that would skip less than
+:data:`MIN_SKIPPED` of ``L`` on average is not made. Skipping ``acc + x * 0``
 treats the product as an exact zero, as the numpy reference (``np.tril(a) @ b``) does.
 
 Only the outermost such loop of a nest is cut: that skips the whole tiles past the bound, and the
@@ -83,10 +84,10 @@ def _skipped(c: int, m_range, lo: int, hi: int) -> float:
 
 
 def _new_range(loop: For, form: Linear, outside: dict, inner: dict):
-    """``[(begin, end, masked)]``: ``loop``'s range cut to where ``form <= 0`` can hold, in two
-    parts, one where it holds for every iteration inside (``masked`` False: no select needed)
-    and the boundary; None when there is no bound or it skips less than :data:`MIN_SKIPPED`.
-    ``outside``: the loops around ``loop`` (variable -> constant range or None)."""
+    """``(upper, some, every)``: ``form <= 0`` bounds ``loop`` from above (``upper``) or below,
+    at ``some`` for the iterations where some inner iteration adds, at ``every`` where every one
+    does; None when there is no bound or it skips less than :data:`MIN_SKIPPED`. ``outside``:
+    the loops around ``loop`` (variable -> constant range or None)."""
     v = loop.var
     c, rest, low, high = 0, Linear(), 0, 0
     for k, (atom, coef) in form.terms.items():
@@ -112,32 +113,44 @@ def _new_range(loop: For, form: Linear, outside: dict, inner: dict):
     if m_range is None or not all(isinstance(x, Const) for x in m_range) \
             or _skipped(c, (int(m_range[0].value), int(m_range[1].value)), lo, hi) < MIN_SKIPPED:
         return None
-    first, stop = Const(lo, dt.INDEX), Const(hi + 1, dt.INDEX)
-
-    def clamp(e, a, b):
-        return binary(BinOpKind.MIN, b, binary(BinOpKind.MAX, a, e))
-    if c > 0:  # v <= floor(-m / c)
+    if c > 0:  # v <= floor(-m / c): the iterations up to this bound
         def last(m):
             return binary(BinOpKind.ADD, binary(BinOpKind.FLOORDIV, from_linear(m.scale(-1)), c), 1)
-        end = clamp(last(some), first, stop)
-        whole = clamp(last(every), first, end)
-        return [(first, whole, False), (whole, end, True)]
-    d = -c  # v >= ceil(m / d)
+        return True, last(some), last(every)
+    d = -c  # v >= ceil(m / d): the iterations from this bound
 
     def start(m):
         return binary(BinOpKind.FLOORDIV, from_linear(m.add(Linear(const=d - 1))), d)
-    begin = clamp(start(some), first, stop)
-    whole = clamp(start(every), begin, stop)
-    return [(begin, whole, True), (whole, stop, False)]
+    return False, start(some), start(every)
 
 
-def _without(body: Stmt, key: tuple) -> Stmt:
-    """``body`` with the conjuncts of bound ``key`` dropped from its selects (they hold there)."""
+def _clamp(e, a, b):
+    return binary(BinOpKind.MIN, b, binary(BinOpKind.MAX, a, e))
+
+
+def _parts(loop: For, upper, lower) -> list:
+    """``[(begin, end, masked)]`` of a loop cut by an upper and/or a lower bound (each
+    ``(some, every)``: where some / every inner iteration adds), clamped into each other: the
+    boundary below, the part where both hold throughout (no select needed), the boundary above."""
+    lo, hi = loop_range(loop)
+    first, stop = Const(lo, dt.INDEX), Const(hi + 1, dt.INDEX)
+    begin = first if lower is None else _clamp(lower[0], first, stop)
+    end = stop if upper is None else _clamp(upper[0], begin, stop)
+    whole_b = begin if lower is None else _clamp(lower[1], begin, end)
+    whole_e = end if upper is None else _clamp(upper[1], whole_b, end)
+    parts = [(begin, whole_b, True)] if lower is not None else []
+    parts.append((whole_b, whole_e, False))
+    return parts + ([(whole_e, end, True)] if upper is not None else [])
+
+
+def _without(body: Stmt, keys: list) -> Stmt:
+    """``body`` with the conjuncts of the bounds ``keys`` dropped from its selects (they hold
+    there)."""
     def sel(x):
         if not isinstance(x, Select):
             return None
         keep = [c for c in conjuncts(x.cond)
-                if (f := bound_form(c, {})) is None or _key(f) != key]
+                if (f := bound_form(c, {})) is None or _key(f) not in keys]
         t, f = transform(x.t, sel), transform(x.f, sel)
         if not keep:
             return t
@@ -157,18 +170,22 @@ def _trim_loop(loop: For, outside: dict):
     if first is None:
         return None
     inner = _inner_ranges(loop.body)
+    bounds, keys = {}, []   # upper (True) / lower (False) -> (some, every): the first of each
     for form in _forms(first, {}):
         key = _key(form)
         if not every_store(loop.body, lambda s, r: any(_key(f) == key for f in _forms(s, {})),
                            {}):
             continue
-        parts = _new_range(loop, form, outside, inner)
-        if parts is not None:
-            plain = _without(loop.body, key)
-            return Seq([For(loop.var, b, binary(BinOpKind.SUB, e, b), loop.kind,
-                            loop.body if masked else plain, loop.thread, loop.pragmas)
-                        for b, e, masked in parts])
-    return None
+        cut = _new_range(loop, form, outside, inner)
+        if cut is not None and cut[0] not in bounds:
+            bounds[cut[0]] = cut[1:]
+            keys.append(key)
+    if not bounds:
+        return None
+    plain = _without(loop.body, keys)
+    return Seq([For(loop.var, b, binary(BinOpKind.SUB, e, b), loop.kind,
+                    loop.body if masked else plain, loop.thread, loop.pragmas)
+                for b, e, masked in _parts(loop, bounds.get(True), bounds.get(False))])
 
 
 def _walk(s: Stmt, outside: dict) -> Stmt:

@@ -166,3 +166,23 @@ def test_a_padded_convolution_keeps_its_tap_loops_whole():
         text = str(s.lower())
         assert "? " in text and "max(0, " not in text and "min(3" not in text
         _check(wl, s)
+
+
+def test_a_band_is_cut_from_both_sides():
+    # k in [i - 3, i + 2]: three parts of the k loop, the middle one without the select
+    M, N, K = 40, 16, 40
+    A = tc.placeholder((M, K), "float32", name="A")
+    B = tc.placeholder((K, N), "float32", name="B")
+    k = tc.reduce_axis(K, name="k")
+    C = tc.compute((M, N), lambda i, j: tc.sum(
+        tc.if_then_else((k >= i - 3) & (k <= i + 2), A[i, k], 0.0) * B[k, j], axis=k), name="C")
+    dag = tc.ComputeDAG([A, B, C])
+    wl = Workload(dag, lambda rng: [rng.standard_normal((M, K)).astype("float32"),
+                                    rng.standard_normal((K, N)).astype("float32")],
+                  lambda a: [np.triu(np.tril(a[0].astype(np.float64), 2), -3) @ a[1]])
+    s = Schedule(dag)
+    text = str(s.lower())
+    assert text.count("for (k = ") == 3 and text.count("? A[") == 2
+    assert "(i - 3)" in text and "((i + 2) + 1)" in text
+    _check(wl, s)
+    check_sampled_candidates(wl, n=8, seed=2)
