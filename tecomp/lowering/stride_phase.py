@@ -62,7 +62,7 @@ from ..ir.traverse import free_vars, structural_key, substitute, transform, walk
 
 __all__ = ["stride_phase", "stride_phase_func", "phase_conjuncts", "is_zero_insertion", "PhaseForm",
            "conjuncts", "zero_conditions", "accumulated_term", "loop_range", "every_store",
-           "map_exprs", "masking_conjuncts"]
+           "map_exprs", "masking_conjuncts", "select_all"]
 
 #: the most loops one function has rewritten (each rewrite removes a conjunct; a bound against
 #: pathological programs)
@@ -90,6 +90,16 @@ class PhaseForm:
 
     def vars(self) -> set:
         return {v for atom, _ in self.terms.values() for v in free_vars(atom)}
+
+
+def select_all(conds: list, t: Expr, f: Expr) -> Expr:
+    """``t`` where every condition of ``conds`` holds, else ``f`` (``t`` when there is none)."""
+    if not conds:
+        return t
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = binary(BinOpKind.AND, cond, c)
+    return select(cond, t, f)
 
 
 def conjuncts(c: Expr) -> list:
@@ -289,12 +299,7 @@ def _drop_conjunct(key: tuple):
             t, f = transform(x.t, sel), transform(x.f, sel)
             if not dropped:
                 return select(transform(x.cond, sel), t, f)
-            if not kept:
-                return t
-            cond = kept[0]
-            for c in kept[1:]:
-                cond = binary(BinOpKind.AND, cond, c)
-            return select(cond, t, f)
+            return select_all(kept, t, f)
         return transform(e, sel)
     return fn
 

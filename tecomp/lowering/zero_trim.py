@@ -30,10 +30,17 @@ import numpy as np
 
 from ..ir import dtype as dt
 from ..ir.arith import Linear, bound, from_linear, to_linear
-from ..ir.expr import BinOp, BinOpKind, Const, Load, Select, Var, binary, select
+from ..ir.expr import BinOp, BinOpKind, Const, Load, Select, Var, binary
 from ..ir.loop import For, ForKind, PrimFunc, Seq, Stmt, Store, map_loops, stmts, with_body
 from ..ir.traverse import free_vars, transform, walk
-from .stride_phase import conjuncts, every_store, loop_range, map_exprs, masking_conjuncts
+from .stride_phase import (
+    conjuncts,
+    every_store,
+    loop_range,
+    map_exprs,
+    masking_conjuncts,
+    select_all,
+)
 
 __all__ = ["zero_trim", "zero_trim_func", "bound_form", "MIN_SKIPPED"]
 
@@ -151,13 +158,7 @@ def _without(body: Stmt, keys: list) -> Stmt:
             return None
         keep = [c for c in conjuncts(x.cond)
                 if (f := bound_form(c, {})) is None or _key(f) not in keys]
-        t, f = transform(x.t, sel), transform(x.f, sel)
-        if not keep:
-            return t
-        cond = keep[0]
-        for c in keep[1:]:
-            cond = binary(BinOpKind.AND, cond, c)
-        return select(cond, t, f)
+        return select_all(keep, transform(x.t, sel), transform(x.f, sel))
     return map_exprs(body, lambda e, _r: transform(e, sel), {})
 
 
