@@ -1,6 +1,7 @@
 """The matmul variants of ``option_ab.py`` (transposed operands, a shared batch weight, a
-lower-triangular ``A`` written as a select), each tuned with the defaults and timed beside torch
-(at 1 and 2 threads) with the protocol of ``tecomp.bench``, fp32, in one run.
+lower-triangular ``A`` written as a select, causal attention's masked P.V), each tuned with the
+defaults and timed beside torch (at 1 and 2 threads) with the protocol of ``tecomp.bench``,
+fp32, in one run.
 
     benchmarks/run.sh matmul_variants.py [--trials 64] [--only trimm abt ...] [--logdir DIR]
 

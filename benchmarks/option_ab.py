@@ -8,8 +8,9 @@ over several seeds, with nothing else running.
 
 Operators: the DSL suite's (``tecomp.testing.operator_suite``) and the matmul variants below,
 which a user writes as often as the suite's matmul: square 1024^3 and 512^3, A^T.B and A.B^T
-(a transposed operand), one weight shared by a batch of matrices, and a lower-triangular A
-written as a select in the reduction. Prints each operator's table and a line
+(a transposed operand), one weight shared by a batch of matrices, a lower-triangular A
+written as a select in the reduction, and causal attention's P.V per head (P masked to
+``k <= i``). Prints each operator's table and a line
 ``AB <op> off <ms> on <ms> torch <ms> on/off speedup <x>``, then the geometric mean.
 """
 import argparse
@@ -68,6 +69,13 @@ MATMULS = {
         lambda A, B, ix, k: tc.if_then_else(k <= ix[0], A[ix[0], k], 0.0) * B[k, ix[1]],
         lambda a, b: np.tril(a) @ b, lambda t, a, b: t.tril(a) @ b,
         least=2.0 * 512 * (512 * 513 // 2)),   # the lower triangle's rows times B
+    # causal attention's P.V per head (BERT-base heads, 256 tokens): P masked to k <= i
+    "causal_pv": lambda: _matmul_case(
+        "causal_pv", (12, 256, 256), (12, 256, 64), (12, 256, 64),
+        lambda A, B, ix, k: tc.if_then_else(k <= ix[1], A[ix[0], ix[1], k], 0.0)
+        * B[ix[0], k, ix[2]],
+        lambda a, b: np.tril(a) @ b, lambda t, a, b: t.tril(a) @ b,
+        least=2.0 * 12 * 64 * (256 * 257 // 2)),
 }
 
 
