@@ -26,12 +26,9 @@ import tecomp as tc
 from tecomp.bench.peak import measure_peak
 from tecomp.bench.peers import tecomp_configs
 from tecomp.bench.report import print_header, run_comparison
+from tecomp.testing.op_case import inputs_of, rand_input
 from tecomp.testing.operator_suite import OPERATORS, OpCase, operator_case
 from tecomp.workloads.builders import parse_value
-
-
-def _rand(shape):
-    return lambda rng: rng.uniform(-1, 1, shape).astype("float32")
 
 
 def _matmul_case(name, a_shape, b_shape, out_shape, body, ref, peer, red=None, least=None):
@@ -42,7 +39,7 @@ def _matmul_case(name, a_shape, b_shape, out_shape, body, ref, peer, red=None, l
     k = tc.reduce_axis(a_shape[-1] if red is None else red, name="k")
     out = tc.compute(out_shape, lambda *ix: tc.sum(body(A, B, ix, k), axis=k), name=name)
     return OpCase(name, tc.ComputeDAG([A, B, out]),
-                  lambda rng: [_rand(a_shape)(rng), _rand(b_shape)(rng)],
+                  inputs_of(rand_input(a_shape), rand_input(b_shape)),
                   lambda x: [ref(x[0].astype(np.float64), x[1].astype(np.float64))],
                   lambda torch, x: (lambda a=torch.from_numpy(x[0]), b=torch.from_numpy(x[1]):
                                     lambda: peer(torch, a, b))(), least_flops=least)

@@ -75,6 +75,19 @@ def _forms(s: Store, ranges: dict) -> list:
     return [f for f in (bound_form(c, ranges) for c in masking_conjuncts(s)) if f is not None]
 
 
+def _common_forms(body: Stmt) -> dict:
+    """Key -> bound form, of the bounds every store under ``body`` masks its addend with (in
+    the first store's order); empty when some store has none or something else writes there."""
+    common = None
+
+    def pred(s, _ranges):
+        nonlocal common
+        keys = {_key(f): f for f in _forms(s, {})}
+        common = keys if common is None else {k: f for k, f in common.items() if k in keys}
+        return bool(common)
+    return common if every_store(body, pred, {}) and common else {}
+
+
 def _inner_ranges(body: Stmt) -> dict:
     """Loop variable -> constant range (or None) of every loop under ``body``."""
     return {s.var: loop_range(s) for s in stmts(body) if isinstance(s, For)}
@@ -82,12 +95,13 @@ def _inner_ranges(body: Stmt) -> dict:
 
 def _skipped(c: int, m_range, lo: int, hi: int) -> float:
     """The mean share of ``v in [lo, hi]`` with ``c*v + m > 0`` for ``m`` evenly over
-    ``m_range``."""
+    ``m_range`` (counted per ``m``: the iterations kept are a run from one end)."""
     m = np.unique(np.linspace(m_range[0], m_range[1], 4097).round().astype(np.int64))
-    v = np.arange(lo, hi + 1, dtype=np.int64)
-    if len(v) > 4096:
-        v = np.unique(np.linspace(lo, hi, 4096).round().astype(np.int64))
-    return float(((c * v[None, :] + m[:, None]) > 0).mean())
+    if c > 0:   # kept: v <= floor(-m / c)
+        kept = (-m) // c - lo + 1
+    else:       # kept: v >= ceil(m / -c)
+        kept = hi + 1 + (-m) // -c
+    return 1.0 - float(np.clip(kept, 0, hi - lo + 1).mean()) / (hi - lo + 1)
 
 
 def _new_range(loop: For, form: Linear, outside: dict, inner: dict):
@@ -167,16 +181,12 @@ def _trim_loop(loop: For, outside: dict):
     bound applies to it."""
     if loop.kind is not ForKind.SERIAL or loop_range(loop) is None:
         return None
-    first = next((s for s in stmts(loop.body) if isinstance(s, Store)), None)
-    if first is None:
+    forms = _common_forms(loop.body)
+    if not forms:
         return None
     inner = _inner_ranges(loop.body)
     bounds, keys = {}, []   # upper (True) / lower (False) -> (some, every): the first of each
-    for form in _forms(first, {}):
-        key = _key(form)
-        if not every_store(loop.body, lambda s, r: any(_key(f) == key for f in _forms(s, {})),
-                           {}):
-            continue
+    for key, form in forms.items():
         cut = _new_range(loop, form, outside, inner)
         if cut is not None and cut[0] not in bounds:
             bounds[cut[0]] = cut[1:]

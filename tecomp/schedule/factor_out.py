@@ -20,7 +20,8 @@ from .compute_steps import insert_stage
 from .state import ComputeLocation, ScheduleError, StageState
 from .steps import Step, checked_iter, checked_stage, iter_repr, register_step, stage_repr
 
-__all__ = ["FactorOutStep", "product_factors", "split_factors", "factor_position"]
+__all__ = ["FactorOutStep", "product_factors", "split_factors", "partial_axes", "factor_position",
+           "root_reduction_loops"]
 
 
 def product_factors(e) -> list:
@@ -41,10 +42,19 @@ def split_factors(op, axis) -> tuple[list, list]:
     return kept, hoisted
 
 
-def _kept_axes(op, axis, kept) -> list:
-    """The spatial axes of ``op`` the kept factors read, in order."""
+def partial_axes(op, axis, kept) -> tuple[list, bool]:
+    """The spatial axes of ``op`` the kept factors read, in order, and whether they read
+    ``axis``: the partial sums' axes but for ``axis``'s place among them."""
     used = {id(v) for f in kept for v in free_vars(f)}
-    return [a for a in op.axes if id(a) in used]
+    return [a for a in op.axes if id(a) in used], id(axis) in used
+
+
+def root_reduction_loops(stage) -> dict:
+    """Loop index -> reduction axis, for the loops of ``stage`` that are a root reduction axis
+    itself (every one of an untransformed stage)."""
+    root = stage.nest().root_values
+    return {n: a for a in stage.op.reduce_axes for n, it in enumerate(stage.iters)
+            if root[a] is it.var}
 
 
 def factor_position(op, axis) -> int:
@@ -55,7 +65,7 @@ def factor_position(op, axis) -> int:
     kept, _ = split_factors(op, axis)
     lasts = {id(x.indices[-1]) for f in kept for x in walk(f)
              if isinstance(x, TensorRead) and x.indices}
-    keep = _kept_axes(op, axis, kept)
+    keep, _ = partial_axes(op, axis, kept)
     return next((n for n, a in enumerate(keep) if id(a) in lasts), len(keep))
 
 
@@ -86,7 +96,7 @@ class FactorOutStep(Step):
         if s.relations or s.location is not ComputeLocation.ROOT or op.is_ragged:
             raise ScheduleError(f"factor_out: '{name}' must be an untransformed stage at root "
                                 f"with a dense output")
-        axis = next((a for a in op.reduce_axes if s.nest().root_values[a] is it.var), None)
+        axis = root_reduction_loops(s).get(self.iter_id)
         if axis is None or len(op.reduce_axes) < 2:
             raise ScheduleError(f"factor_out: loop '{it.name}' of '{name}' is not a root "
                                 f"reduction axis of a sum over several axes")
@@ -97,14 +107,13 @@ class FactorOutStep(Step):
             raise ScheduleError(f"factor_out: every factor of '{name}' reads "
                                 f"{'some' if kept else 'none'} of the other reduction axes; "
                                 f"nothing to factor out along '{it.name}'")
-        used = {id(v) for f in kept for v in free_vars(f)}
         kf = IterVar(axis.name, Const(0, dt.INDEX), Const(axis.const_extent, dt.INDEX),
                      IterKind.SPATIAL)
-        keep_axes = _kept_axes(op, axis, kept)
+        keep_axes, reads_axis = partial_axes(op, axis, kept)
         if not 0 <= self.factor_iter_id <= len(keep_axes):
             raise ScheduleError(f"factor_out: factor axis position {self.factor_iter_id} out of "
                                 f"range 0..{len(keep_axes)}")
-        if id(axis) in used:
+        if reads_axis:
             keep_axes.insert(self.factor_iter_id, axis)
         if not keep_axes:
             raise ScheduleError(f"factor_out: the partial sum of '{name}' along '{it.name}' "

@@ -173,14 +173,13 @@ class Schedule:
         >>> i, j = s[out].reduce_axes
         >>> P = s.factor_out(out, j)
         """
-        from .factor_out import FactorOutStep, factor_position
+        from .factor_out import FactorOutStep, factor_position, root_reduction_loops
         h = self[tensor]
         sid = h.index
         pos = h.loop_index(loop)
-        if factor_axis is None:
+        if factor_axis is None:  # (a loop that is no root reduction axis: the step says so)
             st = self.state.stages[sid]
-            root = st.nest().root_values
-            axis = next((a for a in st.op.reduce_axes if root[a] is st.iters[pos].var), None)
+            axis = root_reduction_loops(st).get(pos)
             factor_axis = 0 if axis is None else factor_position(st.op, axis)
         self.apply_step(FactorOutStep(sid, pos, factor_axis))
         return self.state.stages[sid].tensor

@@ -12,8 +12,15 @@ import math
 
 from ..ir.expr import Reduce, TensorRead
 from ..ir.opkind import ReduceKind
-from ..ir.traverse import free_vars, walk
-from ..schedule.factor_out import FactorOutStep, factor_position, product_factors, split_factors
+from ..ir.traverse import walk
+from ..schedule.factor_out import (
+    FactorOutStep,
+    factor_position,
+    partial_axes,
+    product_factors,
+    root_reduction_loops,
+    split_factors,
+)
 from ..schedule.state import ComputeLocation
 from .sketch_rule import RuleResult, SketchRule
 
@@ -39,8 +46,8 @@ def factoring_work(op) -> tuple[int, list]:
         kept, hoisted = split_factors(op, axis)
         if not kept or not any(isinstance(x, TensorRead) for f in hoisted for x in walk(f)):
             continue  # (a constant factor costs a multiply, not a read: not worth a stage)
-        used = {id(v) for f in kept for v in free_vars(f)}
-        keep = [a for a in op.axes + (axis,) if id(a) in used]
+        spatial, reads_axis = partial_axes(op, axis, kept)
+        keep = spatial + [axis] * reads_axis
         if not keep:
             continue
         others = [a for a in op.reduce_axes if a is not axis]
@@ -70,9 +77,9 @@ class FactorReduction(SketchRule):
     def apply(self, p, sid, task):
         out = []
         s = p.state.stages[sid]
-        root = s.nest().root_values
+        loop_of = {id(a): n for n, a in root_reduction_loops(s).items()}
         for axis in self._best(p, sid):
-            pos = next(n for n, it in enumerate(s.iters) if root[axis] is it.var)
+            pos = loop_of[id(axis)]
             q = p.copy()
             q.apply(FactorOutStep(sid, pos, factor_position(s.op, axis)))
             q.tag("factor")
