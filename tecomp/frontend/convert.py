@@ -1,9 +1,13 @@
-"""The table of ONNX operator converters (``op_type`` -> ``conv(ctx, node, attrs)``)."""
+"""Every ONNX converter: op type -> ``convert(ctx, node, attrs)``."""
 from __future__ import annotations
 
+from .convert_conv_transpose import conv_transpose
+from .convert_more import MORE_CONVERTERS
 from .convert_nn import NN_CONVERTERS
+from .convert_resize import RESIZE_CONVERTERS
 from .convert_tensor import TENSOR_CONVERTERS
 
 __all__ = ["CONVERTERS"]
 
-CONVERTERS = {**NN_CONVERTERS, **TENSOR_CONVERTERS}
+CONVERTERS = {**NN_CONVERTERS, **TENSOR_CONVERTERS, **MORE_CONVERTERS, **RESIZE_CONVERTERS,
+              "ConvTranspose": conv_transpose}

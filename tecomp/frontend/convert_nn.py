@@ -8,7 +8,7 @@ import numpy as np
 from .graph import Op
 from .lower_nn import PoolKind, Reduction
 
-__all__ = ["NN_CONVERTERS"]
+__all__ = ["NN_CONVERTERS", "parse_axes", "as_2d", "squeeze_h"]
 
 
 def _spatial_pads(ctx, attrs, in_hw, kernel, strides, dilations) -> tuple:
@@ -32,21 +32,54 @@ def _spatial_pads(ctx, attrs, in_hw, kernel, strides, dilations) -> tuple:
     return (pads[0][0], pads[1][0], pads[0][1], pads[1][1])
 
 
+def as_2d(ctx, node, attrs) -> tuple:
+    """A 1-d operator's input ``[N, C, L]`` as ``[N, C, 1, L]`` and its attributes with a
+    leading unit axis, so that the 2-d lowering serves it."""
+    n, c, length = ctx.value(node.input[0]).shape
+    x4 = ctx.emit(Op.RESHAPE, [node.input[0]], {"shape": (n, c, 1, length)})
+    at = dict(attrs)
+    for k in ("kernel_shape", "strides", "dilations"):
+        if k in at:
+            at[k] = [1] + list(at[k])
+    if "pads" in at:
+        p = list(at["pads"])
+        if len(p) != 2:
+            ctx.fail(f"pads {p} must have 2 entries for a 1-d operator")
+        at["pads"] = [0, p[0], 0, p[1]]
+    return x4, at
+
+
+def squeeze_h(ctx, y: str, out: str) -> None:
+    n, c, _, length = ctx.value(y).shape
+    ctx.emit(Op.RESHAPE, [y], {"shape": (n, c, length)}, out)
+
+
 def conv(ctx, node, attrs):
     x, w = ctx.value(node.input[0]), ctx.value(node.input[1])
+    bias = [node.input[2]] if len(node.input) > 2 and node.input[2] else []
+    if len(x.shape) == 3 and len(w.shape) == 3:  # 1-d: a 2-d convolution of height 1
+        x4, at = as_2d(ctx, node, attrs)
+        o, ci, k = w.shape
+        w4 = ctx.emit(Op.RESHAPE, [node.input[1]], {"shape": (o, ci, 1, k)})
+        squeeze_h(ctx, _conv2d(ctx, x4, w4, bias, at), node.output[0])
+        return
     if len(x.shape) != 4 or len(w.shape) != 4:
-        ctx.fail(f"only 2-d convolutions (4-d input and weight) are supported; input is "
-                 f"{list(x.shape)}, weight {list(w.shape)}", unsupported=True)
+        ctx.fail(f"only 1-d and 2-d convolutions (3-d or 4-d input and weight) are supported; "
+                 f"input is {list(x.shape)}, weight {list(w.shape)}", unsupported=True)
+    _conv2d(ctx, node.input[0], node.input[1], bias, attrs, node.output[0])
+
+
+def _conv2d(ctx, x_name: str, w_name: str, bias: list, attrs, out=None) -> str:
+    x, w = ctx.value(x_name), ctx.value(w_name)
     kernel = tuple(attrs.get("kernel_shape", w.shape[2:]))
     if kernel != tuple(w.shape[2:]):
         ctx.fail(f"kernel_shape {list(kernel)} differs from the weight's {list(w.shape[2:])}")
     strides = tuple(attrs.get("strides", (1, 1)))
     dil = tuple(attrs.get("dilations", (1, 1)))
     pads = _spatial_pads(ctx, attrs, x.shape[2:], kernel, strides, dil)
-    ins = [node.input[0], node.input[1]] + ([node.input[2]] if len(node.input) > 2
-                                             and node.input[2] else [])
-    ctx.emit(Op.CONV2D, ins, {"strides": strides, "pads": pads, "dilations": dil,
-                              "groups": int(attrs.get("group", 1))}, node.output[0])
+    return ctx.emit(Op.CONV2D, [x_name, w_name] + bias,
+                    {"strides": strides, "pads": pads, "dilations": dil,
+                     "groups": int(attrs.get("group", 1))}, out)
 
 
 def _transposed(ctx, name: str) -> str:
@@ -116,11 +149,19 @@ def batch_norm(ctx, node, attrs):
 def _pool(kind: PoolKind):
     def convert(ctx, node, attrs):
         x = ctx.value(node.input[0])
-        if len(x.shape) != 4:
-            ctx.fail(f"only 2-d pooling (4-d input) is supported; input is {list(x.shape)}",
-                     unsupported=True)
         if len(node.output) > 1 and node.output[1]:
             ctx.fail("MaxPool's Indices output is not supported", unsupported=True)
+        if len(x.shape) == 3:  # 1-d: a 2-d pooling of height 1
+            x4, at = as_2d(ctx, node, attrs)
+            squeeze_h(ctx, _pool2d(ctx, x4, at, None), node.output[0])
+        elif len(x.shape) == 4:
+            _pool2d(ctx, node.input[0], attrs, node.output[0])
+        else:
+            ctx.fail(f"only 1-d and 2-d pooling (3-d or 4-d input) is supported; input is "
+                     f"{list(x.shape)}", unsupported=True)
+
+    def _pool2d(ctx, x_name, attrs, out):
+        x = ctx.value(x_name)
         kernel = tuple(attrs["kernel_shape"])
         strides = tuple(attrs.get("strides", (1, 1)))
         dil = tuple(attrs.get("dilations", (1, 1)))
@@ -130,10 +171,10 @@ def _pool(kind: PoolKind):
             # ceil mode = extra padding at the end that no window starts in
             for d, (n, k, s, dd) in enumerate(zip(x.shape[2:], kernel, strides, dil)):
                 span = n + pads[d] + pads[d + 2] - dd * (k - 1) - 1
-                out = -(-span // s) + 1
-                if (out - 1) * s >= n + pads[d]:
-                    out -= 1
-                extra = (out - 1) * s + dd * (k - 1) + 1 - (n + pads[d] + pads[d + 2])
+                n_out = -(-span // s) + 1
+                if (n_out - 1) * s >= n + pads[d]:
+                    n_out -= 1
+                extra = (n_out - 1) * s + dd * (k - 1) + 1 - (n + pads[d] + pads[d + 2])
                 if extra > 0:
                     if kind is PoolKind.AVG and include:
                         ctx.fail("AveragePool with ceil_mode and count_include_pad is not "
@@ -142,9 +183,9 @@ def _pool(kind: PoolKind):
         if kind is PoolKind.AVG and not include and dil != (1, 1) and any(pads):
             ctx.fail("dilated AveragePool with padding excluded from the count is not supported",
                      unsupported=True)
-        ctx.emit(Op.POOL, [node.input[0]], {"kind": kind, "kernel": kernel, "strides": strides,
+        return ctx.emit(Op.POOL, [x_name], {"kind": kind, "kernel": kernel, "strides": strides,
                                             "dilations": dil, "pads": tuple(pads),
-                                            "count_include_pad": include}, node.output[0])
+                                            "count_include_pad": include}, out)
     return convert
 
 

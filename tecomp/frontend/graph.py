@@ -88,6 +88,7 @@ class Op(enum.Enum):
     XOR = ("xor", Pattern.ELEMWISE)
     NOT = ("not", Pattern.ELEMWISE)
     ISNAN = ("isnan", Pattern.ELEMWISE)
+    ACTIVATION = ("activation", Pattern.ELEMWISE)  # attrs kind (activations.Activation), alpha, beta
     WHERE = ("where", Pattern.ELEMWISE)
     IDENTITY = ("identity", Pattern.ELEMWISE)
     RESHAPE = ("reshape", Pattern.INJECTIVE)

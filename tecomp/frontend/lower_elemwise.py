@@ -14,6 +14,7 @@ import numpy as np
 from .. import ir
 from ..ir.expr import Const
 from ..ir.tensor import Tensor
+from .activations import activation_expr
 from .graph import Op
 
 __all__ = ["Imm", "broadcast_shape", "bcast_index", "read", "lower_binary", "lower_unary",
@@ -163,6 +164,7 @@ UNARY = {
     Op.NOT: lambda x, at: ~x,
     Op.ISNAN: lambda x, at: x != x,  # an unordered compare: true for NaN only
     Op.IDENTITY: lambda x, at: x,
+    Op.ACTIVATION: activation_expr,
 }
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import ir
 from ..ir.tensor import Tensor
+from .activations import activation_numpy
 from .graph import Node, Op, Pattern
 from .lower_elemwise import BINARY, UNARY, Imm, lower_binary, lower_unary, lower_where
 from .lower_nn import Reduction, lower_anchor, lowering_needs_tensor
@@ -70,6 +71,8 @@ def _np_unary(op: Op, x: np.ndarray, attrs: dict) -> np.ndarray:
         return np.logical_not(x)
     if op is Op.ISNAN:
         return np.isnan(x)
+    if op is Op.ACTIVATION:
+        return activation_numpy(x, attrs)
     f = {Op.SIGMOID: lambda v: 1 / (1 + np.exp(-v)), Op.TANH: np.tanh, Op.EXP: np.exp,
          Op.LOG: np.log, Op.SQRT: np.sqrt, Op.NEG: np.negative, Op.ABS: np.abs,
          Op.RECIPROCAL: lambda v: 1 / v, Op.ERF: _ERF,

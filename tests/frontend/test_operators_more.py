@@ -1,0 +1,170 @@
+"""The composed ONNX operators (activations, PRelu, LogSoftmax, the L1/L2/log-sum reductions,
+Instance/GroupNormalization, Split, Tile, DepthToSpace, Trilu, Resize, 1-d Conv and pooling)
+compiled by tecomp and compared with ONNX Runtime on random inputs, in both layouts where a
+convolution is involved."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx_util import check, make_model
+
+import tecomp as tc
+from tecomp.frontend import ModelError
+
+helper = pytest.importorskip("onnx").helper
+rng = np.random.default_rng(7)
+
+
+def w(*shape, scale=0.3):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def node(op, ins, outs=("y",), **attrs):
+    return helper.make_node(op, list(ins), list(outs), **attrs)
+
+
+def one(op, inputs, out_shape, inits=None, opset=17, ins=None, **attrs):
+    names = list(ins or (list(inputs) + list(inits or {})))
+    return make_model([node(op, names, **attrs)], inputs, {"y": out_shape}, inits, opset)
+
+
+def i64(*v):
+    return np.array(v, np.int64)
+
+
+def f32(*v):
+    return np.array(v, np.float32)
+
+
+X4 = {"x": [2, 4, 5, 6]}
+ACT = {"x": [3, 17]}
+NONE = np.zeros(0, np.float32)
+
+CASES = {
+    "leaky_relu": one("LeakyRelu", ACT, [3, 17], alpha=0.2),
+    "leaky_relu_default": one("LeakyRelu", ACT, [3, 17]),
+    "elu": one("Elu", ACT, [3, 17], alpha=0.7),
+    "selu": one("Selu", ACT, [3, 17]),
+    "celu": one("Celu", ACT, [3, 17], alpha=1.5, opset=12),
+    "hard_sigmoid": one("HardSigmoid", ACT, [3, 17], alpha=0.3, beta=0.4),
+    "hard_swish": one("HardSwish", {"x": [3, 40]}, [3, 40], opset=14),
+    "softplus": one("Softplus", {"x": [4, 9]}, [4, 9]),
+    "softsign": one("Softsign", ACT, [3, 17]),
+    "thresholded_relu": one("ThresholdedRelu", ACT, [3, 17], alpha=0.1),
+    "mish": one("Mish", ACT, [3, 17], opset=18),
+    "sign": one("Sign", ACT, [3, 17]),
+    "shrink": one("Shrink", ACT, [3, 17], lambd=0.4, bias=0.1),
+    "prelu_channel": one("PRelu", X4, [2, 4, 5, 6], {"s": w(4, 1, 1)}),
+    "prelu_scalar": one("PRelu", ACT, [3, 17], {"s": f32(0.25)}),
+    "mean3": one("Mean", {"a": [2, 3], "b": [3], "c": [2, 1]}, [2, 3]),
+    "log_softmax": one("LogSoftmax", {"x": [3, 7, 5]}, [3, 7, 5], axis=1, opset=13),
+    "log_softmax_last": one("LogSoftmax", {"x": [4, 10]}, [4, 10]),
+    "log_softmax_opset11": one("LogSoftmax", {"x": [2, 3, 4]}, [2, 3, 4], axis=1, opset=11),
+    "reduce_l2": one("ReduceL2", {"x": [3, 4, 5]}, [3, 1, 5], axes=[1], opset=13),
+    "reduce_l1_all": one("ReduceL1", {"x": [3, 4]}, [1, 1], opset=13),
+    "reduce_sum_square": one("ReduceSumSquare", {"x": [3, 4, 5]}, [3, 5], axes=[1],
+                             keepdims=0, opset=13),
+    "reduce_log_sum_exp": one("ReduceLogSumExp", {"x": [3, 4, 5]}, [4], {"a": i64(0, 2)},
+                              keepdims=0, opset=18),
+    "instance_norm": one("InstanceNormalization", X4, [2, 4, 5, 6],
+                         {"s": w(4) + 1, "b": w(4)}, epsilon=1e-4),
+    "group_norm_21": one("GroupNormalization", {"x": [2, 6, 3, 4]}, [2, 6, 3, 4],
+                         {"s": w(6) + 1, "b": w(6)}, num_groups=3, opset=21),
+    "split_attr": make_model([node("Split", ["x"], ["a", "b"], axis=1, split=[1, 3])],
+                             X4, {"a": [2, 1, 5, 6], "b": [2, 3, 5, 6]}, opset=11),
+    "split_input_eq": make_model([node("Split", ["x"], ["a", "b", "c"], axis=-1)],
+                                 {"x": [4, 9]}, {"a": [4, 3], "b": [4, 3], "c": [4, 3]},
+                                 opset=13),
+    "split_num_outputs": make_model([node("Split", ["x"], ["a", "b"], axis=0, num_outputs=2)],
+                                    {"x": [5, 3]}, {"a": [3, 3], "b": [2, 3]}, opset=18),
+    "tile": one("Tile", {"x": [2, 3]}, [4, 9], {"r": i64(2, 3)}),
+    "depth_to_space_dcr": one("DepthToSpace", {"x": [1, 8, 2, 3]}, [1, 2, 4, 6], blocksize=2),
+    "depth_to_space_crd": one("DepthToSpace", {"x": [1, 8, 2, 3]}, [1, 2, 4, 6], blocksize=2,
+                              mode="CRD"),
+    "space_to_depth": one("SpaceToDepth", {"x": [1, 2, 4, 6]}, [1, 8, 2, 3], blocksize=2),
+    "trilu_upper_k": one("Trilu", {"x": [2, 5, 6]}, [2, 5, 6], {"k": i64(1)}, opset=14),
+    "trilu_lower": one("Trilu", {"x": [5, 6]}, [5, 6], upper=0, opset=14),
+    "resize_nearest_2x": one("Resize", X4, [2, 4, 10, 12],
+                             {"roi": NONE, "sc": f32(1, 1, 2, 2)}, opset=13),
+    "resize_nearest_sizes_asym_floor": one(
+        "Resize", X4, [2, 4, 7, 4], {"roi": NONE, "sc": NONE, "sz": i64(2, 4, 7, 4)}, opset=13,
+        coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+    "resize_linear_half_pixel": one("Resize", X4, [2, 4, 10, 15],
+                                    {"roi": NONE, "sc": f32(1, 1, 2, 2.5)}, mode="linear",
+                                    opset=13),
+    "resize_linear_align_corners_down": one(
+        "Resize", X4, [2, 4, 3, 4], {"roi": NONE, "sc": NONE, "sz": i64(2, 4, 3, 4)},
+        mode="linear", coordinate_transformation_mode="align_corners", opset=13),
+    "resize_linear_pytorch": one("Resize", X4, [2, 4, 7, 9],
+                                 {"roi": NONE, "sc": NONE, "sz": i64(2, 4, 7, 9)},
+                                 mode="linear",
+                                 coordinate_transformation_mode="pytorch_half_pixel", opset=13),
+    "upsample_nearest": one("Upsample", X4, [2, 4, 10, 18], {"sc": f32(1, 1, 2, 3)}, opset=9),
+    "conv1d": one("Conv", {"x": [2, 3, 20]}, [2, 5, 10], {"W": w(5, 3, 4), "B": w(5)},
+                  strides=[2], pads=[1, 2]),
+    "conv1d_same_dilated": one("Conv", {"x": [1, 4, 16]}, [1, 4, 16], {"W": w(4, 2, 3)},
+                               group=2, dilations=[2], pads=[2, 2]),
+    "conv_t_s2_pads_outpad": one("ConvTranspose", X4, [2, 3, 10, 12], {"W": w(4, 3, 3, 3),
+                                                                     "B": w(3)},
+                                 strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]),
+    "conv_t_s1_groups_dil": one("ConvTranspose", X4, [2, 6, 9, 10], {"W": w(4, 3, 3, 3)},
+                                group=2, dilations=[2, 2], pads=[0, 0, 0, 0]),
+    "conv_t_big_pads_crop": one("ConvTranspose", X4, [2, 2, 5, 6], {"W": w(4, 2, 3, 3)},
+                                pads=[3, 2, 3, 2]),
+    "conv_t_output_shape": one("ConvTranspose", X4, [2, 2, 10, 12], {"W": w(4, 2, 4, 4)},
+                               strides=[2, 2], output_shape=[10, 12]),
+    "conv_t_same_upper": one("ConvTranspose", X4, [2, 2, 10, 12], {"W": w(4, 2, 3, 3)},
+                             strides=[2, 2], auto_pad="SAME_UPPER"),
+    "conv_t_1d": one("ConvTranspose", {"x": [2, 3, 7]}, [2, 4, 16], {"W": w(3, 4, 4)},
+                     strides=[2], pads=[0, 0], output_padding=[0]),
+    "maxpool1d": one("MaxPool", {"x": [2, 3, 11]}, [2, 3, 5], kernel_shape=[3], strides=[2]),
+    "avgpool1d_pads": one("AveragePool", {"x": [2, 3, 11]}, [2, 3, 6], kernel_shape=[3],
+                          strides=[2], pads=[1, 1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_composed_operator_matches_onnxruntime(name):
+    check(CASES[name], rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("layout", [tc.Layout.NCHW, tc.Layout.NHWC])
+def test_conv_block_with_new_operators_in_both_layouts(layout):
+    """A decoder-like block: conv, LeakyRelu, nearest 2x upsampling, conv, InstanceNorm,
+    HardSwish, a stride-2 ConvTranspose, DepthToSpace."""
+    proto = make_model(
+        [node("Conv", ["x", "W1"], ["c1"], pads=[1, 1, 1, 1]),
+         node("LeakyRelu", ["c1"], ["a1"], alpha=0.1),
+         node("Resize", ["a1", "roi", "sc"], ["u"], mode="nearest"),
+         node("Conv", ["u", "W2"], ["c2"], pads=[1, 1, 1, 1]),
+         node("InstanceNormalization", ["c2", "s", "b"], ["n"]),
+         node("HardSwish", ["n"], ["h0"]),
+         node("ConvTranspose", ["h0", "W3"], ["h"], strides=[2, 2], pads=[1, 1, 1, 1],
+              output_padding=[1, 1]),
+         node("DepthToSpace", ["h"], ["y"], blocksize=2)],
+        {"x": [1, 3, 6, 6]}, {"y": [1, 2, 48, 48]},
+        {"W1": w(8, 3, 3, 3), "W2": w(8, 8, 3, 3), "W3": w(8, 8, 3, 3), "roi": NONE, "sc": f32(1, 1, 2, 2),
+         "s": w(8) + 1, "b": w(8)}, opset=14)
+    check(proto, rtol=5e-4, atol=5e-5, layout=layout)
+
+
+def test_activation_on_constants_folds_like_the_kernel():
+    """An activation of a constant is folded at import with the same formula."""
+    proto = make_model([node("Elu", ["c"], ["e"], alpha=0.5), node("Add", ["x", "e"])],
+                       {"x": [2, 5]}, {"y": [2, 5]}, {"c": w(2, 5, scale=2.0)})
+    model, _ = check(proto)
+    assert not any(n.op.label == "activation" for n in model.nodes)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (one("Resize", X4, [2, 4, 10, 12], {"roi": NONE, "sc": f32(1, 1, 2, 2)}, mode="cubic",
+         opset=13), "mode 'cubic'"),
+    (one("Resize", X4, [2, 4, 10, 12], {"roi": NONE, "sc": f32(1, 1, 2, 2)}, opset=13,
+         coordinate_transformation_mode="tf_crop_and_resize"), "tf_crop_and_resize"),
+    (make_model([node("Split", ["x"], ["a", "b"], axis=1, split=[1, 2])], X4,
+                {"a": [2, 1, 5, 6], "b": [2, 2, 5, 6]}, opset=11), "split sizes"),
+    (one("DepthToSpace", {"x": [1, 6, 2, 3]}, [1, 1, 4, 6], blocksize=2), "blocksize"),
+])
+def test_unsupported_or_malformed_raise_clear_errors(bad, match):
+    with pytest.raises(ModelError, match=match):
+        tc.from_onnx(bad)
