@@ -102,6 +102,7 @@ class Op(enum.Enum):
     SOFTMAX = ("softmax", Pattern.REDUCE)
     LAYER_NORM = ("layer_norm", Pattern.REDUCE)
     POOL = ("pool", Pattern.REDUCE)
+    EINSUM = ("einsum", Pattern.REDUCE)  # attrs spec (einsum.EinsumSpec), equation
 
     def __init__(self, label: str, pattern: Pattern):
         self.label, self.pattern = label, pattern

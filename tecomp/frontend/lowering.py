@@ -11,6 +11,7 @@ import numpy as np
 from .. import ir
 from ..ir.tensor import Tensor
 from .activations import activation_numpy
+from .einsum import lower_einsum
 from .graph import Node, Op, Pattern
 from .lower_elemwise import BINARY, UNARY, Imm, lower_binary, lower_unary, lower_where
 from .lower_nn import Reduction, lower_anchor, lowering_needs_tensor
@@ -25,6 +26,8 @@ def lower_node(node: Node, operands: list, name: str) -> Tensor:
     op = node.op
     if op is Op.WHERE:
         return lower_where(operands, name)
+    if op is Op.EINSUM:
+        return lower_einsum(node.attrs["spec"], operands, name)
     if op in BINARY:
         return lower_binary(op, operands, node.attrs, name)
     if op in UNARY:
@@ -116,6 +119,8 @@ def _fold_numpy(node: Node, arrays: list):
                       constant_values=at.get("value", 0))
     if op is Op.MATMUL:
         return np.matmul(arrays[0], arrays[1])
+    if op is Op.EINSUM:
+        return np.asarray(np.einsum(at["equation"], *arrays)).astype(arrays[0].dtype)
     if op is Op.REDUCE:
         f = {Reduction.SUM: np.sum, Reduction.MEAN: np.mean, Reduction.MAX: np.max,
              Reduction.MIN: np.min}[at["kind"]]

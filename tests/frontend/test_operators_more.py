@@ -117,6 +117,18 @@ CASES = {
                              strides=[2, 2], auto_pad="SAME_UPPER"),
     "conv_t_1d": one("ConvTranspose", {"x": [2, 3, 7]}, [2, 4, 16], {"W": w(3, 4, 4)},
                      strides=[2], pads=[0, 0], output_padding=[0]),
+    "einsum_bmm": one("Einsum", {"a": [2, 3, 5], "b": [2, 5, 4]}, [2, 3, 4],
+                      equation="bij,bjk->bik", opset=12),
+    "einsum_attention_heads": one("Einsum", {"q": [2, 7, 3, 4], "k": [2, 6, 3, 4]},
+                                  [2, 3, 7, 6], equation="bqhd,bkhd->bhqk", opset=12),
+    "einsum_chain_const": one("Einsum", {"a": [4, 6]}, [4, 3], {"B": w(6, 5), "C": w(5, 3)},
+                              equation="ij,jk,kl->il", opset=12),
+    "einsum_ellipsis_bcast": one("Einsum", {"a": [2, 1, 3, 4], "b": [1, 5, 4, 6]}, [2, 5, 3, 6],
+                                 equation="...ij,...jk->...ik", opset=12),
+    "einsum_implicit_trace_diag": one("Einsum", {"a": [3, 4, 4]}, [3], equation="bii",
+                                      opset=12),
+    "einsum_outer_transpose": one("Einsum", {"a": [3], "b": [4]}, [4, 3], equation="i,j->ji",
+                                  opset=12),
     "maxpool1d": one("MaxPool", {"x": [2, 3, 11]}, [2, 3, 5], kernel_shape=[3], strides=[2]),
     "avgpool1d_pads": one("AveragePool", {"x": [2, 3, 11]}, [2, 3, 6], kernel_shape=[3],
                           strides=[2], pads=[1, 1]),
@@ -164,6 +176,8 @@ def test_activation_on_constants_folds_like_the_kernel():
     (make_model([node("Split", ["x"], ["a", "b"], axis=1, split=[1, 2])], X4,
                 {"a": [2, 1, 5, 6], "b": [2, 2, 5, 6]}, opset=11), "split sizes"),
     (one("DepthToSpace", {"x": [1, 6, 2, 3]}, [1, 1, 4, 6], blocksize=2), "blocksize"),
+    (one("Einsum", {"a": [2, 3], "b": [4, 5]}, [2, 5], equation="ij,jk->ik", opset=12),
+     "sizes 3 and 4"),
 ])
 def test_unsupported_or_malformed_raise_clear_errors(bad, match):
     with pytest.raises(ModelError, match=match):
