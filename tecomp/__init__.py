@@ -7,9 +7,11 @@ from .ir import (
     Tensor,
     abs,
     cast,
+    ceil,
     compute,
     compute_csr,
     exp,
+    floor,
     if_then_else,
     log,
     max,
@@ -18,6 +20,7 @@ from .ir import (
     minimum,
     placeholder,
     reduce_axis,
+    round,
     sigmoid,
     sqrt,
     sum,
@@ -53,8 +56,8 @@ def __getattr__(name):
 
 __version__ = "0.1.0"
 
-__all__ = ["ir", "ops", "Kernel", "ReshapedKernel", "build", "ComputeDAG", "Tensor", "abs", "cast", "compute",
-           "compute_csr", "exp", "if_then_else", "log", "max", "maximum", "min", "minimum",
-           "placeholder", "reduce_axis", "sigmoid", "sqrt", "sum", "tanh", "lower", "Schedule",
-           "ScheduleError", "Target", "load_records", "load",
+__all__ = ["ir", "ops", "Kernel", "ReshapedKernel", "build", "ComputeDAG", "Tensor", "abs", "cast",
+           "ceil", "compute", "compute_csr", "exp", "floor", "if_then_else", "log", "max",
+           "maximum", "min", "minimum", "placeholder", "reduce_axis", "round", "sigmoid", "sqrt",
+           "sum", "tanh", "lower", "Schedule", "ScheduleError", "Target", "load_records", "load",
            "TargetKind"]

@@ -292,7 +292,9 @@ class ExprEmitter:
         return b.select(c_zero, quot, q)
 
     _MATH = {UnOpKind.EXP: "llvm.exp", UnOpKind.LOG: "llvm.log", UnOpKind.SQRT: "llvm.sqrt",
-             UnOpKind.TANH: "llvm.tanh"}  # float64: exp, log and tanh are libm calls
+             UnOpKind.TANH: "llvm.tanh",  # float64: exp, log and tanh are libm calls
+             UnOpKind.FLOOR: "llvm.floor", UnOpKind.CEIL: "llvm.ceil",
+             UnOpKind.ROUND: "llvm.roundeven"}  # one vroundps / cvt.rmi|rpi|rni each
     # LLVM has no vector exp, log or tanh: one libm call per lane; these are arithmetic (cpu_math)
     _F32_MATH = {UnOpKind.EXP: exp_f32, UnOpKind.LOG: log_f32, UnOpKind.TANH: tanh_f32}
 

@@ -322,6 +322,7 @@ NN_CONVERTERS = {
     "Relu": _unary(Op.RELU), "Sigmoid": _unary(Op.SIGMOID), "Tanh": _unary(Op.TANH),
     "Erf": _unary(Op.ERF), "Exp": _unary(Op.EXP), "Log": _unary(Op.LOG), "Sqrt": _unary(Op.SQRT),
     "Neg": _unary(Op.NEG), "Abs": _unary(Op.ABS), "Reciprocal": _unary(Op.RECIPROCAL),
+    "Floor": _unary(Op.FLOOR), "Ceil": _unary(Op.CEIL), "Round": _unary(Op.ROUND),
     "Clip": clip, "Gelu": gelu, "Where": where,
     "Equal": _binary(Op.EQUAL), "Less": _binary(Op.LESS), "LessOrEqual": _binary(Op.LESS_EQUAL),
     "Greater": _binary(Op.GREATER), "GreaterOrEqual": _binary(Op.GREATER_EQUAL),

@@ -6,13 +6,16 @@ from .expr import Expr, IterVar, Var, const
 from .intrinsics import (
     abs,
     cast,
+    ceil,
     exp,
+    floor,
     if_then_else,
     log,
     max,
     maximum,
     min,
     minimum,
+    round,
     sigmoid,
     sqrt,
     sum,
@@ -21,5 +24,6 @@ from .intrinsics import (
 from .tensor import Tensor, compute, compute_csr, placeholder, reduce_axis
 
 __all__ = ["dtype", "ComputeDAG", "Stage", "DType", "Expr", "IterVar", "Var", "const", "Tensor",
-           "abs", "cast", "compute", "compute_csr", "exp", "if_then_else", "log", "max", "maximum",
-           "min", "minimum", "placeholder", "reduce_axis", "sigmoid", "sqrt", "sum", "tanh"]
+           "abs", "cast", "ceil", "compute", "compute_csr", "exp", "floor", "if_then_else", "log",
+           "max", "maximum", "min", "minimum", "placeholder", "reduce_axis", "round", "sigmoid",
+           "sqrt", "sum", "tanh"]

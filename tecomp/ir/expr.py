@@ -314,6 +314,10 @@ def unary(op: UnOpKind, a) -> Expr:
     elif op.is_math:
         t = a.dtype if a.dtype.is_float else dt.float64
         a = cast(a, t)
+    elif op.is_rounding and not a.dtype.is_bool:
+        if not a.dtype.is_float:
+            return a
+        t = a.dtype
     else:
         if a.dtype.is_bool:
             raise TypeError(f"'{op.value}' is not defined on a bool operand")

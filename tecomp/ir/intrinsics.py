@@ -155,6 +155,22 @@ def abs(x) -> Expr:  # noqa: A001
     return unary(UnOpKind.ABS, x)
 
 
+def floor(x) -> Expr:
+    """The largest integer not above ``x`` (``x`` itself for an integer ``x``)."""
+    return unary(UnOpKind.FLOOR, x)
+
+
+def ceil(x) -> Expr:
+    """The smallest integer not below ``x`` (``x`` itself for an integer ``x``)."""
+    return unary(UnOpKind.CEIL, x)
+
+
+def round(x) -> Expr:  # noqa: A001 - mirrors numpy's name on purpose
+    """``x`` rounded to the nearest integer, halves to even, as ``numpy.round`` (``x`` itself
+    for an integer ``x``)."""
+    return unary(UnOpKind.ROUND, x)
+
+
 def if_then_else(cond, t, f) -> Expr:
     """``t`` where ``cond`` holds, else ``f``; only the chosen side is evaluated."""
     return select(cond, t, f)

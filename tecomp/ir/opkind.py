@@ -54,10 +54,18 @@ class UnOpKind(enum.Enum):
     TANH = "tanh"
     SIGMOID = "sigmoid"
     ABS = "abs"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    ROUND = "round"  # to the nearest integer, halves to even (numpy's and ONNX's rounding)
 
     @property
     def is_math(self) -> bool:
         return self in (UnOpKind.EXP, UnOpKind.LOG, UnOpKind.SQRT, UnOpKind.TANH, UnOpKind.SIGMOID)
+
+    @property
+    def is_rounding(self) -> bool:
+        """floor, ceil, round: the identity on integers, one instruction on floats."""
+        return self in (UnOpKind.FLOOR, UnOpKind.CEIL, UnOpKind.ROUND)
 
 
 class ReduceKind(enum.Enum):
