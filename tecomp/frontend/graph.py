@@ -105,6 +105,7 @@ class Op(enum.Enum):
     SOFTMAX = ("softmax", Pattern.REDUCE)
     LAYER_NORM = ("layer_norm", Pattern.REDUCE)
     POOL = ("pool", Pattern.REDUCE)
+    CUMSUM = ("cumsum", Pattern.REDUCE)  # attrs axis, exclusive, reverse
     EINSUM = ("einsum", Pattern.REDUCE)  # attrs spec (einsum.EinsumSpec), equation
 
     def __init__(self, label: str, pattern: Pattern):

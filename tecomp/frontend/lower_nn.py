@@ -202,7 +202,8 @@ def lower_anchor(op: Op, ops_: list, attrs: dict, name: str) -> Tensor:
 def lowering_needs_tensor(op: Op, position: int) -> bool:
     """Whether input ``position`` of ``op`` must be a tensor argument even when it is a
     one-element constant (the operators above index it like one)."""
-    return op in (Op.CONV2D, Op.MATMUL, Op.REDUCE, Op.SOFTMAX, Op.POOL, Op.EINSUM) or \
+    return op in (Op.CONV2D, Op.MATMUL, Op.REDUCE, Op.SOFTMAX, Op.POOL, Op.EINSUM,
+                  Op.CUMSUM) or \
         (op is Op.LAYER_NORM and position == 0) or (op is Op.GATHER and position == 0) or \
         (op in (Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.PAD) and position == 0)
 

@@ -11,6 +11,7 @@ import numpy as np
 from .. import ir
 from ..ir.tensor import Tensor
 from .activations import activation_numpy
+from .cumsum import lower_cumsum
 from .einsum import lower_einsum
 from .graph import Node, Op, Pattern
 from .lower_elemwise import BINARY, UNARY, Imm, lower_binary, lower_unary, lower_where
@@ -28,6 +29,8 @@ def lower_node(node: Node, operands: list, name: str) -> Tensor:
         return lower_where(operands, name)
     if op is Op.EINSUM:
         return lower_einsum(node.attrs["spec"], operands, name)
+    if op is Op.CUMSUM:
+        return lower_cumsum(operands[0], node.attrs, name)
     if op in BINARY:
         return lower_binary(op, operands, node.attrs, name)
     if op in UNARY:
@@ -84,6 +87,16 @@ def _np_unary(op: Op, x: np.ndarray, attrs: dict) -> np.ndarray:
     return None if f is None else np.asarray(f(x)).astype(x.dtype)
 
 
+def _np_cumsum(x: np.ndarray, at: dict) -> np.ndarray:
+    ax = at["axis"]
+    y = np.flip(x, ax) if at["reverse"] else x
+    y = np.cumsum(y, axis=ax, dtype=x.dtype)
+    if at["exclusive"]:
+        y = np.concatenate([np.zeros_like(np.take(y, [0], axis=ax)),
+                            np.take(y, range(x.shape[ax] - 1), axis=ax)], axis=ax)
+    return np.flip(y, ax) if at["reverse"] else y
+
+
 def _fold_numpy(node: Node, arrays: list):
     """``node`` evaluated in numpy, or None where only the tecomp kernel computes it."""
     op, at = node.op, node.attrs
@@ -122,6 +135,8 @@ def _fold_numpy(node: Node, arrays: list):
         return np.matmul(arrays[0], arrays[1])
     if op is Op.EINSUM:
         return np.asarray(np.einsum(at["equation"], *arrays)).astype(arrays[0].dtype)
+    if op is Op.CUMSUM:
+        return _np_cumsum(arrays[0], at)
     if op is Op.REDUCE:
         f = {Reduction.SUM: np.sum, Reduction.MEAN: np.mean, Reduction.MAX: np.max,
              Reduction.MIN: np.min}[at["kind"]]

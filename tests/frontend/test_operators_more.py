@@ -132,6 +132,12 @@ CASES = {
     "floor_ceil_round": make_model([node("Floor", ["x"], ["f"]), node("Ceil", ["x"], ["c"]),
                                     node("Round", ["x"], ["r"]), node("Add", ["f", "c"], ["s"]),
                                     node("Add", ["s", "r"])], {"x": [4, 33]}, {"y": [4, 33]}),
+    "cumsum": one("CumSum", {"x": [3, 9]}, [3, 9], {"ax": i64(1)}),
+    "cumsum_exclusive_reverse": one("CumSum", {"x": [4, 5, 3]}, [4, 5, 3], {"ax": i64(-2)},
+                                    exclusive=1, reverse=1),
+    "cumsum_int_positions": make_model(
+        [node("CumSum", ["m", "ax"], ["c"]), node("Mul", ["c", "m"])],
+        {"m": ([2, 11], np.int64)}, {"y": ([2, 11], np.int64)}, {"ax": i64(1)}),
     "maxpool1d": one("MaxPool", {"x": [2, 3, 11]}, [2, 3, 5], kernel_shape=[3], strides=[2]),
     "avgpool1d_pads": one("AveragePool", {"x": [2, 3, 11]}, [2, 3, 6], kernel_shape=[3],
                           strides=[2], pads=[1, 1]),
@@ -169,6 +175,17 @@ def test_activation_on_constants_folds_like_the_kernel():
                        {"x": [2, 5]}, {"y": [2, 5]}, {"c": w(2, 5, scale=2.0)})
     model, _ = check(proto)
     assert not any(n.op.label == "activation" for n in model.nodes)
+
+
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+def test_cumsum_of_a_constant_folds_like_the_kernel(exclusive, reverse):
+    c = w(3, 6, scale=2.0)
+    proto = make_model([node("CumSum", ["c", "ax"], ["s"], exclusive=exclusive, reverse=reverse),
+                        node("Add", ["x", "s"])], {"x": [3, 6]}, {"y": [3, 6]},
+                       {"c": c, "ax": i64(1)}, opset=14)
+    model, _ = check(proto)
+    assert not any(n.op.label == "cumsum" for n in model.nodes)
 
 
 @pytest.mark.parametrize("bad, match", [
