@@ -249,7 +249,7 @@ def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) 
             args.append(slot_of[name])
         checks = []
         for n in g.nodes:
-            if n.op is Op.GATHER and n.inputs[1] in slot_of:
+            if n.op in (Op.GATHER, Op.GATHER_ELEMENTS) and n.inputs[1] in slot_of:
                 size = model.values[n.inputs[0]].shape[n.attrs["axis"]]
                 checks.append((slot_of[n.inputs[1]], size, n.describe()))
         out = new_slot(g.output)

@@ -138,14 +138,18 @@ def gather(ctx, node, attrs):
 
 
 def gather_elements(ctx, node, attrs):
-    data = ctx.need_const(node.input[0], "data")
-    idx = ctx.need_const(node.input[1], "indices").astype(np.int64)
-    axis = int(attrs.get("axis", 0)) % data.ndim
-    n = data.shape[axis]
-    if idx.size and (idx.min() < -n or idx.max() >= n):
+    data, idx = ctx.value(node.input[0]), ctx.value(node.input[1])
+    rank = len(data.shape)
+    axis = int(attrs.get("axis", 0)) % max(rank, 1)
+    if idx.dtype.kind != "i":
+        ctx.fail(f"GatherElements indices must be integers, got {idx.dtype}")
+    if len(idx.shape) != rank or any(i > d for k, (i, d) in enumerate(zip(idx.shape, data.shape))
+                                     if k != axis):
+        ctx.fail(f"indices {list(idx.shape)} do not fit data {list(data.shape)} off axis {axis}")
+    c, n = ctx.const(node.input[1]), data.shape[axis]
+    if c is not None and c.size and (c.min() < -n or c.max() >= n):
         ctx.fail(f"GatherElements indices out of range for dimension {axis} of size {n}")
-    ctx.model.add_constant(node.output[0],
-                           np.take_along_axis(data, np.where(idx < 0, idx + n, idx), axis))
+    ctx.emit(Op.GATHER_ELEMENTS, [node.input[0], node.input[1]], {"axis": axis}, node.output[0])
 
 
 def slice_(ctx, node, attrs):

@@ -61,6 +61,10 @@ class Group:
         return out
 
 
+#: the operators whose reads are data-dependent (their index input is a value)
+GATHERS = (Op.GATHER, Op.GATHER_ELEMENTS)
+
+
 def _accepts(g: Group, n: Node, m: Model, via: str) -> bool:
     pat = n.op.pattern
     if pat is Pattern.ELEMWISE:
@@ -68,10 +72,10 @@ def _accepts(g: Group, n: Node, m: Model, via: str) -> bool:
             return True
         return m.values[n.output].shape == m.values[via].shape
     if pat is Pattern.INJECTIVE:
-        return g.anchor is None and not (n.op is Op.GATHER and n.inputs[0] != via)
+        return g.anchor is None and not (n.op in GATHERS and n.inputs[0] != via)
     if g.anchor is not None or n.op is Op.CONV2D:
         return False
-    pure_index_maps = all(x.op.pattern is Pattern.INJECTIVE and x.op not in (Op.GATHER, Op.CONCAT)
+    pure_index_maps = all(x.op.pattern is Pattern.INJECTIVE and x.op not in (*GATHERS, Op.CONCAT)
                           for x in g.nodes)
     if pat is Pattern.COMPLEX:
         return pure_index_maps

@@ -98,6 +98,7 @@ class Op(enum.Enum):
     TRANSPOSE = ("transpose", Pattern.INJECTIVE)
     CONCAT = ("concat", Pattern.INJECTIVE)
     GATHER = ("gather", Pattern.INJECTIVE)
+    GATHER_ELEMENTS = ("gather_elements", Pattern.INJECTIVE)
     SLICE = ("slice", Pattern.INJECTIVE)
     EXPAND = ("expand", Pattern.INJECTIVE)
     PAD = ("pad", Pattern.INJECTIVE)

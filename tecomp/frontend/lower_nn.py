@@ -205,6 +205,7 @@ def lowering_needs_tensor(op: Op, position: int) -> bool:
     return op in (Op.CONV2D, Op.MATMUL, Op.REDUCE, Op.SOFTMAX, Op.POOL, Op.EINSUM,
                   Op.CUMSUM) or \
         (op is Op.LAYER_NORM and position == 0) or (op is Op.GATHER and position == 0) or \
+        op is Op.GATHER_ELEMENTS or \
         (op in (Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.PAD) and position == 0)
 
 

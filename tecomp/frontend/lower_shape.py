@@ -108,6 +108,18 @@ def _gather(data: Tensor, idx, attrs: dict, name: str) -> Tensor:
     return ir.compute(shape, body, name=name, tag="injective")
 
 
+def _gather_elements(data: Tensor, idx: Tensor, attrs: dict, name: str) -> Tensor:
+    """``out[i] = data[i with axis replaced by idx[i]]``, the index clamped like Gather's."""
+    ax, n = attrs["axis"], data.shape[attrs["axis"]]
+
+    def body(*i):
+        raw = ir.cast(idx[i], "int64")
+        j = ir.minimum(ir.maximum(ir.if_then_else(raw < 0, raw + n, raw), 0), n - 1)
+        return data[tuple(i[:ax]) + (j,) + tuple(i[ax + 1:])]
+
+    return ir.compute(tuple(idx.shape), body, name=name, tag="injective")
+
+
 def _slice(x: Tensor, attrs: dict, name: str) -> Tensor:
     starts, steps, shape = attrs["starts"], attrs["steps"], tuple(attrs["shape"])
     return ir.compute(shape, lambda *i: x[tuple(s + d * st for d, s, st in zip(i, starts, steps))],
@@ -151,6 +163,8 @@ def lower_injective(op: Op, ops: list, attrs: dict, name: str) -> Tensor:
         return _concat(ops, attrs, name)
     if op is Op.GATHER:
         return _gather(ops[0], ops[1], attrs, name)
+    if op is Op.GATHER_ELEMENTS:
+        return _gather_elements(ops[0], ops[1], attrs, name)
     if op is Op.SLICE:
         return _slice(ops[0], attrs, name)
     if op is Op.EXPAND:

@@ -122,6 +122,12 @@ def _fold_numpy(node: Node, arrays: list):
         if idx.size and (idx.min() < -n or idx.max() >= n):
             raise IndexError(f"Gather indices out of range [{-n}, {n})")
         return np.take(arrays[0], np.where(idx < 0, idx + n, idx), axis=at["axis"])
+    if op is Op.GATHER_ELEMENTS:
+        n = arrays[0].shape[at["axis"]]
+        idx = arrays[1].astype(np.int64)
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise IndexError(f"GatherElements indices out of range [{-n}, {n})")
+        return np.take_along_axis(arrays[0], np.where(idx < 0, idx + n, idx), at["axis"])
     if op is Op.SLICE:
         sl = tuple(slice(s, s + st * n if s + st * n >= 0 else None, st)
                    for s, st, n in zip(at["starts"], at["steps"], at["shape"]))

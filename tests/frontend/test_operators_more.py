@@ -138,6 +138,10 @@ CASES = {
     "cumsum_int_positions": make_model(
         [node("CumSum", ["m", "ax"], ["c"]), node("Mul", ["c", "m"])],
         {"m": ([2, 11], np.int64)}, {"y": ([2, 11], np.int64)}, {"ax": i64(1)}),
+    "gather_elements_runtime": one("GatherElements", {"x": [3, 5], "i": ([3, 4], np.int64)},
+                                   [3, 4], axis=1),
+    "gather_elements_axis0_const_data": one("GatherElements", {"i": ([2, 3], np.int64)},
+                                            [2, 3], {"d": w(4, 3)}, ins=["d", "i"], axis=0),
     "maxpool1d": one("MaxPool", {"x": [2, 3, 11]}, [2, 3, 5], kernel_shape=[3], strides=[2]),
     "avgpool1d_pads": one("AveragePool", {"x": [2, 3, 11]}, [2, 3, 6], kernel_shape=[3],
                           strides=[2], pads=[1, 1]),
@@ -202,3 +206,14 @@ def test_cumsum_of_a_constant_folds_like_the_kernel(exclusive, reverse):
 def test_unsupported_or_malformed_raise_clear_errors(bad, match):
     with pytest.raises(ModelError, match=match):
         tc.from_onnx(bad)
+
+
+def test_gather_elements_runtime_indices_negative_and_out_of_range():
+    proto = make_model([node("GatherElements", ["x", "i"], ["y"], axis=1, name="ge")],
+                       {"x": [2, 4], "i": ([2, 3], np.int64)}, {"y": [2, 3]})
+    cm = tc.compile_model(tc.from_onnx(proto))
+    x = w(2, 4)
+    i = np.array([[0, -1, 3], [2, -4, 1]], np.int64)
+    np.testing.assert_array_equal(cm(x, i), np.take_along_axis(x, np.where(i < 0, i + 4, i), 1))
+    with pytest.raises(ValueError, match="'ge'.*index 4 is out of range \\[-4, 4\\)"):
+        cm(x, np.array([[0, 4, 1], [0, 0, 0]], np.int64))
