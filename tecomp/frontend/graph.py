@@ -63,6 +63,8 @@ class Op(enum.Enum):
     MUL = ("mul", Pattern.ELEMWISE)
     DIV = ("div", Pattern.ELEMWISE)
     POW = ("pow", Pattern.ELEMWISE)
+    MOD = ("mod", Pattern.ELEMWISE)    # the sign of the divisor (numpy's mod, ONNX fmod=0)
+    FMOD = ("fmod", Pattern.ELEMWISE)  # the sign of the dividend (C's fmod, ONNX fmod=1)
     MAXIMUM = ("maximum", Pattern.ELEMWISE)
     MINIMUM = ("minimum", Pattern.ELEMWISE)
     RELU = ("relu", Pattern.ELEMWISE)

@@ -85,12 +85,21 @@ def _pow(a, b):
     return ir.exp(ir.log(a) * e)
 
 
+def _fmod(a, b):
+    """C's remainder (the dividend's sign) from the floor modulo (the divisor's)."""
+    m = a % b
+    zero = ir.const(0, m.dtype)
+    return ir.if_then_else((m != zero) & ((a < zero) != (b < zero)), m - b, m)
+
+
 BINARY = {
     Op.ADD: lambda a, b: a + b,
     Op.SUB: lambda a, b: a - b,
     Op.MUL: lambda a, b: a * b,
     Op.DIV: lambda a, b: a / b,
     Op.POW: _pow,
+    Op.MOD: lambda a, b: a % b,
+    Op.FMOD: _fmod,
     Op.MAXIMUM: ir.maximum,
     Op.MINIMUM: ir.minimum,
     Op.EQUAL: lambda a, b: a == b,

@@ -49,6 +49,7 @@ def inline_as_literal(node: Node, position: int, array: np.ndarray) -> bool:
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
 
 _NP_BINARY = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.POW: np.power,
+              Op.MOD: np.mod, Op.FMOD: np.fmod,
               Op.MAXIMUM: np.maximum, Op.MINIMUM: np.minimum, Op.EQUAL: np.equal,
               Op.LESS: np.less, Op.LESS_EQUAL: np.less_equal, Op.GREATER: np.greater,
               Op.GREATER_EQUAL: np.greater_equal, Op.AND: np.logical_and,

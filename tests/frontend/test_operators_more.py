@@ -217,3 +217,11 @@ def test_gather_elements_runtime_indices_negative_and_out_of_range():
     np.testing.assert_array_equal(cm(x, i), np.take_along_axis(x, np.where(i < 0, i + 4, i), 1))
     with pytest.raises(ValueError, match="'ge'.*index 4 is out of range \\[-4, 4\\)"):
         cm(x, np.array([[0, 4, 1], [0, 0, 0]], np.int64))
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_integer_mod_takes_the_sign_onnx_asks_for(fmod):
+    proto = make_model([node("Mod", ["a", "b"], fmod=fmod)],
+                       {"a": ([3, 5], np.int64), "b": ([5], np.int64)}, {"y": ([3, 5], np.int64)})
+    a = np.array([[7, -7, 7, -7, 0], [5, -6, 9, 13, -1], [1, 2, -3, 4, 100]], np.int64)
+    check(proto, feeds={"a": a, "b": np.array([3, 3, -3, -3, 7], np.int64)})
