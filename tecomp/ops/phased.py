@@ -44,6 +44,14 @@ def phase_planes(kernel: int, stride: int, dilation: int) -> int:
     return max((r * dilation) % stride for r in range(kernel)) + 1
 
 
+def _indexed_planes(kernel: int, stride: int, dilation: int) -> int:
+    """The planes the phase split holds: those the taps read, or all ``stride`` of them where
+    the index ``r * dilation % stride`` may wrap (its bounds are then taken as ``[0, stride)``;
+    the planes no tap reads are zero-padded copies, never read)."""
+    n = phase_planes(kernel, stride, dilation)
+    return n if n == 1 or (kernel - 1) * dilation < stride else stride
+
+
 def _phase_split(data: Tensor, pads: tuple, stride: tuple, planes: tuple, extents: tuple,
                  name: str) -> Tensor:
     """``(N, C, PH, PW, HQ, WQ)``: NCHW ``data`` zero-padded and split into stride phases."""
@@ -72,7 +80,7 @@ def phased_conv2d(data: Tensor, weight: Tensor, pads: tuple, stride: tuple, dila
     (sh, sw), (dh, dw), (OH, OW) = stride, dilation, out_hw
     OG = O // groups
     extents = (phase_extent(OH, KH, sh, dh), phase_extent(OW, KW, sw, dw))
-    planes = (phase_planes(KH, sh, dh), phase_planes(KW, sw, dw))
+    planes = (_indexed_planes(KH, sh, dh), _indexed_planes(KW, sw, dw))
     phase = _phase_split(data, pads, (sh, sw), planes, extents, f"{name}_phase")
     rc = ir.reduce_axis(CG, name="rc")
     ry = ir.reduce_axis(KH, name="ry")
@@ -81,10 +89,17 @@ def phased_conv2d(data: Tensor, weight: Tensor, pads: tuple, stride: tuple, dila
     def chan(o):
         return rc if groups == 1 else (o // OG) * CG + rc
 
+    def plane(r, k, d, s, n_planes):
+        # one plane while r * d reaches s (the dilation a multiple of the stride): index 0,
+        # which the bounds check sees too (it takes such an ``r * d % s`` to reach ``s - 1``)
+        return 0 if n_planes == 1 and (k - 1) * d >= s else (r * d) % s
+
     return ir.compute(
         (N, O, OH, OW),
         lambda n, o, y, x: ir.sum(
-            phase[n, chan(o), (ry * dh) % sh, (rx * dw) % sw, y + (ry * dh) // sh,
+            phase[n, chan(o), plane(ry, KH, dh, sh, planes[0]),
+                  plane(rx, KW, dw, sw, planes[1]),
+                  y + (ry * dh) // sh,
                   x + (rx * dw) // sw] * weight[o, rc, ry, rx],
             axis=[rc, ry, rx]),
         name=name, tag="conv2d_nchw")

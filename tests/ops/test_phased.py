@@ -23,6 +23,9 @@ LAYERS = [  # N, C, H, W, O, KH, KW, stride, padding, dilation, groups
     (1, 6, 11, 10, 12, 3, 3, 3, (1, 0, 2, 1), 2, 3),  # stride 3, dilated, grouped, uneven pads
     (1, 4, 10, 9, 4, 3, 2, (2, 1), 1, 1, 1),       # strides differ per dimension
     (1, 4, 7, 7, 4, 3, 3, 1, 1, 1, 1),             # stride 1: the plain padding
+    (1, 2, 8, 8, 3, 3, 3, 2, 1, 2, 1),             # dilation = stride: one plane, wrapping index
+    (1, 2, 13, 13, 3, 3, 3, 4, 1, 6, 1),           # r * 6 % 4 reads planes 0, 2 of 4
+    (1, 2, 13, 12, 3, 2, 3, (4, 3), 0, (5, 3), 1),  # one dimension wraps, the other one plane
 ]
 
 
