@@ -196,6 +196,11 @@ class Kernel:
         """Run through the loop-IR interpreter (slow; the oracle, and GPU emulation)."""
         from .codegen import interp
         arrays, outs = self._prepare(inputs, out)
+        # inputs are only read, so one array may be passed for several (as the native call
+        # allows); the interpreter takes every buffer as distinct memory: give it copies
+        for x in range(len(arrays) - len(outs)):
+            if arrays[x].size and any(np.may_share_memory(arrays[x], arrays[y]) for y in range(x)):
+                arrays[x] = arrays[x].copy()
         interp.run(self.func, arrays)
         return outs[0] if len(outs) == 1 else tuple(outs)
 

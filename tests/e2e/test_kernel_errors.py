@@ -175,3 +175,10 @@ def test_the_call_memo_keeps_no_array_alive(add_kernel):
     out = np.full((4, 5), np.nan, np.float32)
     assert add_kernel(a, b, out=out) is out
     np.testing.assert_allclose(out, a + b, rtol=1e-6)
+
+
+def test_one_array_for_two_inputs_natively_and_emulated(add_kernel):
+    a, _ = _args()
+    np.testing.assert_array_equal(add_kernel(a, a), a + a)
+    np.testing.assert_array_equal(add_kernel.emulate(a, a), a + a)
+    np.testing.assert_array_equal(add_kernel.emulate(a, a[:]), a + a)  # a view of it too
