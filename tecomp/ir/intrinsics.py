@@ -41,7 +41,20 @@ def _reduce(kind: ReduceKind, expr, axis) -> Reduce:
                              f"not use")
     if kind is ReduceKind.SUM and expr.dtype.is_bool:
         expr = expr_cast(expr, dt.int64)
-    return Reduce(kind, expr, axes)
+    return Reduce(kind, expr, _bounds_first(axes))
+
+
+def _bounds_first(axes: tuple) -> tuple:
+    """``axes`` in the given order, except that an axis whose bounds read another of them comes
+    after it (``sum(.., axis=[r2, r1])`` with ``r2`` in ``[0, r1]``: the loops nest r1, r2)."""
+    rest, out = list(axes), []
+    while rest:
+        ids = {id(a) for a in rest}
+        a = next((a for a in rest if not any(id(v) in ids for v in free_vars(a.begin))
+                  and not any(id(v) in ids for v in free_vars(a.end))), rest[0])
+        rest = [b for b in rest if b is not a]  # identity: == on expressions builds a compare
+        out.append(a)
+    return tuple(out)
 
 
 def sum(expr, axis) -> Reduce:  # noqa: A001 - mirrors numpy's name on purpose

@@ -160,3 +160,15 @@ def test_bad_shapes_and_dtypes():
 def test_constants_round_to_their_type():
     c = Const(0.1, dt.float32)
     assert c.value == float(np.float32(0.1))
+
+
+def test_a_reduce_axis_bounded_by_another_nests_inside_it_in_any_listed_order():
+    X = tc.placeholder((5, 6), name="X")
+    r1 = tc.reduce_axis(5, name="r1")
+    r2 = tc.reduce_axis((0, r1 + 1), name="r2")
+    Y = tc.compute((1,), lambda z: tc.sum(X[r1, r2], axis=[r2, r1]), name="Y")
+    assert [a.name for a in Y.op.reduce_axes] == ["r1", "r2"]
+    x = np.random.default_rng(0).standard_normal((5, 6)).astype(np.float32)
+    import tecomp
+    k = tecomp.build(tc.ComputeDAG([X, Y]))
+    np.testing.assert_allclose(k(x), [np.tril(x[:, :5]).sum()], rtol=1e-5)
