@@ -7,11 +7,13 @@ tc.ComputeDAG([A, B, C])``.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir.dag import ComputeDAG
 from ..ir.tensor import Tensor
 from .compute_steps import CacheReadStep, CacheWriteStep
 from .stage_handle import IterHandle, StageHandle
-from .state import State
+from .state import ComputeLocation, ScheduleError, State
 from .steps import step_from_record
 
 __all__ = ["Schedule", "StageHandle", "IterHandle"]
@@ -80,8 +82,35 @@ class Schedule:
         >>> s[CC].compute_at(s[C], s[C].axes[0])
         """
         sid = self.state.stage_index(_ref(tensor))
-        self.apply_step(CacheWriteStep(sid, scope))
+        st = self.state.stages[sid]
+        if st.relations or st.location is not ComputeLocation.ROOT:
+            self._cache_write_before(sid, scope)
+        else:
+            self.apply_step(CacheWriteStep(sid, scope))
         return self.state.stages[sid].tensor
+
+    def _cache_write_before(self, sid: int, scope: str) -> None:
+        """TVM's order (``split``, then ``cache_write``, then ``compute_at`` at a split loop): the
+        cache step goes before the stage's first step, and the steps since then replay on the
+        stage, now a copy out of the cache: stage indices past the new stage move on by one, and
+        the stage's loops are found again by name (its reduction loops are gone; a step that
+        transforms one cannot carry over)."""
+        steps = self.state.steps
+        first = next(k for k, step in enumerate(steps) if sid in _stage_ids(step))
+        old = State.replay(self.dag, steps[:first])
+        new = State.replay(self.dag, steps[:first] + [CacheWriteStep(sid, scope)])
+        name = old.stages[sid].name
+        try:
+            for step in steps[first:]:
+                before = [it.name for it in old.stages[sid].iters]
+                after = [it.name for it in new.stages[sid + 1].iters]
+                new.apply(_moved(step, sid, before, after), atomic=False)
+                old.apply(step, atomic=False)
+        except (ScheduleError, ValueError) as e:
+            raise ScheduleError(f"cache_write on '{name}' after steps that do not carry over to "
+                                f"its copy stage (they transform its reduction loops: call "
+                                f"cache_write first): {e}") from None
+        self.state = new
 
     def cache_read(self, tensor, scope: str, readers, pack=None) -> Tensor:
         """Copy ``tensor`` into a new buffer of ``scope`` that ``readers`` read instead.
@@ -221,3 +250,37 @@ def _ref(x):
     if isinstance(x, StageHandle):
         return x.ref
     return x
+
+
+def _stage_ids(step) -> tuple:
+    """The stage indices a step names (its own, a compute_at target, cache_read readers)."""
+    ids = [getattr(step, f) for f in ("stage_id", "target_stage_id") if hasattr(step, f)]
+    return tuple(ids) + tuple(getattr(step, "reader_ids", ()))
+
+
+def _moved(step, sid: int, before: list, after: list):
+    """``step`` for the state with a cache stage inserted at ``sid``: stage indices at or after
+    ``sid`` moved on by one, and the loops of stage ``sid`` (named ``before`` then, ``after``
+    now) found by name."""
+    def up(i):
+        return i + 1 if i >= sid else i
+
+    def loop(pos):
+        if before[pos] not in after:
+            raise ValueError(f"its loop {before[pos]!r} is a reduction loop")
+        return after.index(before[pos])
+
+    ch = {f: up(getattr(step, f)) for f in ("stage_id", "target_stage_id") if hasattr(step, f)}
+    if hasattr(step, "reader_ids"):
+        ch["reader_ids"] = tuple(up(i) for i in step.reader_ids)
+    if getattr(step, "stage_id", None) == sid:
+        for f in ("iter_id", "factor_iter_id"):
+            if hasattr(step, f):
+                ch[f] = loop(getattr(step, f))
+        if hasattr(step, "iter_ids"):
+            ch["iter_ids"] = tuple(loop(p) for p in step.iter_ids)
+        if hasattr(step, "order"):  # a permutation: the loops the copy stage still has
+            ch["order"] = tuple(after.index(before[p]) for p in step.order if before[p] in after)
+    if getattr(step, "target_stage_id", None) == sid:
+        ch["target_iter_id"] = loop(step.target_iter_id)
+    return dataclasses.replace(step, **ch)
