@@ -113,8 +113,22 @@ class TaskTuner:
             mine = [r for r in records if r.result.measured and same_target(r.target, self.target)]
             for r in mine:
                 self.search.remember(r.key, r.result.mean_cost, r.decisions)
-                if r.result.is_valid and r.result.mean_cost < res.best_cost:
-                    res.best_cost, res.best_steps = r.result.mean_cost, r.steps
+            # the best record this version replays (a damaged or older record's cost would set
+            # the slow cutoff of every round and be reported as the best with no schedule)
+            skipped, why = 0, ""
+            for r in sorted((r for r in mine if r.result.is_valid),
+                            key=lambda r: r.result.mean_cost):
+                try:
+                    Schedule.from_records(task.dag, r.steps)
+                except Exception as e:  # noqa: BLE001 - any step this version rejects
+                    skipped, why = skipped + 1, why or f"{type(e).__name__}: {e}"
+                    continue
+                res.best_cost, res.best_steps = r.result.mean_cost, r.steps
+                break
+            if skipped:
+                warnings.warn(f"{task}: the {skipped} best record(s) in {log} do not replay "
+                              f"({why}); the best that does is the starting point",
+                              RuntimeWarning)
             self.resumed = len(mine)
             self._learn_from(mine)
             self._seed_from_other_targets(records)

@@ -52,6 +52,28 @@ def test_resume_never_measures_a_state_twice(tmp_path):
     assert len(keys) == 16 and len(set(keys)) == 16
 
 
+
+def test_resume_starts_from_the_best_record_that_replays(tmp_path):
+    """A log whose fastest records do not replay (damaged, or from another version) must not
+    set the best cost (and so every round's slow cutoff) nor leave best_schedule empty."""
+    wl, task = _task()
+    log = str(tmp_path / "mm.jsonl")
+    opt = tc.TuningOptions(**FAST)
+    tc.tune(task, trials=8, log=log, options=opt, cost_model=RandomModel(0))
+    lines = open(log).read().splitlines()
+    bogus = json.loads(lines[0])
+    bogus["steps"] = [["ZZ", 1]]
+    bogus["result"]["costs"] = [1e-9]
+    with open(log, "a") as f:
+        f.write(json.dumps(bogus) + "\n")
+    with pytest.warns(RuntimeWarning, match="do not replay"):
+        res = tc.tune(task, trials=4, log=log, options=opt, cost_model=RandomModel(1))
+    assert res.best_cost > 1e-7 and res.best_schedule is not None and res.trials == 4
+    x = wl.make_inputs(np.random.default_rng(0))
+    k = tc.build(wl.dag, schedule=res.best_schedule)
+    np.testing.assert_allclose(k(*x), wl.reference(x)[0], rtol=1e-4, atol=1e-4)
+
+
 CHILD = textwrap.dedent("""
     import sys
     import tecomp as tc
