@@ -35,16 +35,30 @@ def _builder(name: str):
     return W.WORKLOADS[name]
 
 
-def builder_params(name: str) -> list:
-    """``(name, has_default)`` of the builder's parameters, in order."""
+def _params(name: str) -> list:
     sig = inspect.signature(_builder(name))
-    return [(p.name, p.default is not inspect.Parameter.empty) for p in sig.parameters.values()
+    return [p for p in sig.parameters.values()
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
+def builder_params(name: str) -> list:
+    """``(name, has_default)`` of the builder's parameters, in order."""
+    return [(p.name, p.default is not inspect.Parameter.empty) for p in _params(name)]
+
+
 def shape_names(name: str) -> list:
-    """The parameters ``--shape`` fills, in order (the sizes first, then the other numbers)."""
-    return [p for p, _ in builder_params(name) if p not in _NOT_SHAPE]
+    """The parameters ``--shape`` fills, in order: the sizes, then the integer parameters that
+    follow them (a conv's stride, padding, dilation, groups) up to the first that is not an
+    integer (a density, a flag: those only ``--param`` sets)."""
+    out = []
+    for p in _params(name):
+        if p.name in _NOT_SHAPE:
+            continue
+        d = p.default
+        if d is not inspect.Parameter.empty and (isinstance(d, bool) or not isinstance(d, int)):
+            break
+        out.append(p.name)
+    return out
 
 
 def parse_shape(tokens) -> list:

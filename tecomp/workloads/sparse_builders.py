@@ -6,6 +6,8 @@ draws fresh values but always the same ``indptr``/``indices``, available as
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from .. import ir, ops
@@ -55,7 +57,10 @@ def random_csr(rng, M: int, K: int, density: float, empty_rows=0, dense_row: boo
     indptr : ndarray (M + 1,) int32
     """
     empty, dense = _rows_setup(rng, M, empty_rows, dense_row)
-    counts = rng.binomial(K, min(max(density, 0.0), 1.0), size=M) if K else np.zeros(M, np.int64)
+    if isinstance(density, bool) or not isinstance(density, numbers.Real) \
+            or not 0.0 <= density <= 1.0:
+        raise ValueError(f"density must be a number in [0, 1], got {density!r}")
+    counts = rng.binomial(K, density, size=M) if K else np.zeros(M, np.int64)
     cols = []
     for i in range(M):
         if i in empty:
