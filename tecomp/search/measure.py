@@ -339,8 +339,9 @@ class LocalMeasurer:
                 self._refs[job.tid] = None
                 err = self._error(outcome, "RUN", 0.0)
                 warnings.warn(f"LocalMeasurer: the default schedule of {self._tasks[job.tid]} "
-                              f"failed ({err.error.value}: {err.error_msg[-200:]}); its candidates "
-                              f"are measured without a correctness check", RuntimeWarning)
+                              f"failed ({err.error.value}: {_last_line(err.error_msg)}); its "
+                              f"candidates are measured without a correctness check",
+                              RuntimeWarning)
         elif outcome[0] == "built":
             built[job.idx] = (job.slot, job.slot.gen, job.msg[1], outcome[1])
         else:
@@ -423,3 +424,10 @@ class LocalMeasurer:
                     s.kill()
                     raise RuntimeError(f"LocalMeasurer: a worker did not start within "
                                        f"{self.startup_timeout:g} s; its output: {s.death()}")
+
+
+def _last_line(text: str, limit: int = 300) -> str:
+    """The message of an error text (a traceback's last line), whole words up to ``limit``."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    last = lines[-1] if lines else ""
+    return last if len(last) <= limit else last[:limit].rsplit(" ", 1)[0] + " ..."

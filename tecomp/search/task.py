@@ -89,12 +89,33 @@ class SearchTask:
                 raise ValueError(f"SearchTask: input {k!r} must be {t.dtype}{list(t.shape)}, got "
                                  f"{a.dtype}{list(a.shape)}")
             self.inputs[k] = a
+        self._check_index_data()
         self.hardware = hardware or HardwareParams.for_target(self.target)
         self.constants = tuple(constants or ())
         unknown = [c for c in self.constants if c not in names or c in self.inputs]
         if unknown:
             raise ValueError(f"SearchTask: constants names {unknown}, which are not inputs of the "
                              f"DAG without real data (inputs: {', '.join(names)})")
+
+    def _check_index_data(self) -> None:
+        """A DAG with CSR structures (sparse ops) is tuned on real index data: data its kernels
+        reject is an error here; without it (``missing_index_data``), the task can be sketched
+        but not measured."""
+        self.missing_index_data = ()
+        if not self.dag.checks:
+            return
+        from ..ir.validate import IndexValidator
+        v = IndexValidator(self.dag)
+        ins = list(self.dag.inputs)
+        need = {t.name for c in self.dag.checks for t in (c.indptr, c.indices) if t is not None}
+        need |= {ins[p].name for p in v.needed}
+        self.missing_index_data = tuple(sorted(need - set(self.inputs)))
+        if self.missing_index_data:
+            return  # sketches and features assume uniform rows; tune() refuses to measure
+        try:
+            v.check([self.inputs.get(t.name) for t in ins])
+        except ValueError as e:
+            raise ValueError(f"SearchTask: the index data in inputs= is invalid: {e}") from None
 
     @property
     def workload_key(self) -> str:

@@ -98,6 +98,11 @@ class TaskTuner:
     candidates and appends their records."""
 
     def __init__(self, task: SearchTask, options: TuningOptions, cost_model=None, log=None):
+        if task.missing_index_data:  # every candidate would fail to run: say so before any
+            raise ValueError(f"{task}: the DAG reads sparse index data from "
+                             f"{', '.join(repr(m) for m in task.missing_index_data)}; tune it "
+                             f"with the real arrays: SearchTask(dag, target, "
+                             f"inputs={{name: array}})")
         self.task, self.options, self.log = task, options, log
         self.model = cost_model if cost_model is not None else default_cost_model(task, options)
         self.search = EvolutionarySearch(task, options, self.model)

@@ -190,3 +190,19 @@ def test_sddmm_dot_product_vectorized_through_ragged_rfactor():
     ko, ki = s[out].split(s[out].reduce_axes[0], factor=3)
     with pytest.raises(tc.ScheduleError, match="must come last"):
         s.rfactor(out, ki, factor_axis=0)
+
+
+def test_tuning_a_sparse_task_needs_valid_index_data(tmp_path):
+    wl = W.csr_spmm(16, 12, 8, density=0.3, seed=3)
+    no_data = tc.SearchTask(wl.dag, "llvm")  # sketches and features alone need none
+    assert no_data.missing_index_data == ("indices", "indptr")
+    with pytest.raises(ValueError, match="reads sparse index data from 'indices', 'indptr'"):
+        tc.tune(no_data, trials=2, log=str(tmp_path / "x.jsonl"))
+    assert not (tmp_path / "x.jsonl").exists() or not open(tmp_path / "x.jsonl").read()
+    bad = dict(wl.index_data, indices=np.full_like(wl.index_data["indices"], 12))
+    with pytest.raises(ValueError, match="index data in inputs= is invalid.*out of range"):
+        tc.SearchTask(wl.dag, "llvm", inputs=bad)
+    ptr = wl.index_data["indptr"].copy()
+    ptr[0] = 1
+    with pytest.raises(ValueError, match="index data in inputs= is invalid"):
+        tc.SearchTask(wl.dag, "llvm", inputs=dict(wl.index_data, indptr=ptr))
