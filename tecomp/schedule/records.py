@@ -334,7 +334,8 @@ def load_records(path, contexts: bool = False) -> list:
     """
     path = os.fspath(path)
     try:
-        with open(path, "r", encoding="utf-8", errors="replace", newline=None) as f:
+        # utf-8-sig: a log saved by an editor that writes a byte-order mark keeps its first line
+        with open(path, "r", encoding="utf-8-sig", errors="replace", newline=None) as f:
             text = f.read()
     except FileNotFoundError:
         raise FileNotFoundError(f"tuning log {path!r} does not exist") from None

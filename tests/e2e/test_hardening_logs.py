@@ -162,3 +162,11 @@ def test_records_round_trip_unchanged(tmp_path, mm):
     append_records(log, [Record.from_json(_good_line(mm, cost=c)) for c in (1e-3, 5e-4)])
     assert [r.cost for r in load_records(log)] == [1e-3, 5e-4]
     assert ErrorKind.NONE is load_records(log)[0].result.error
+
+
+def test_a_log_with_a_byte_order_mark_keeps_its_first_record(tmp_path, mm):
+    log = tmp_path / "bom.jsonl"
+    log.write_bytes(b"\xef\xbb\xbf" + (_good_line(mm, cost=1e-3) + "\n").encode())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [r.cost for r in load_records(log)] == [1e-3]
