@@ -10,7 +10,7 @@ import numpy as np
 from .activations import DEFAULTS, Activation
 from .convert_nn import parse_axes
 from .graph import Op
-from .lower_nn import Reduction
+from .lower_nn import PoolKind, Reduction
 
 __all__ = ["MORE_CONVERTERS"]
 
@@ -266,6 +266,56 @@ def range_(ctx, node, attrs):
                            (start + np.arange(n) * delta).astype(ctx.value(node.input[0]).dtype))
 
 
+def _arg_extreme(largest: bool):
+    """ArgMax / ArgMin: the first (or, with select_last_index, the last) position of the
+    extreme along the axis, a NaN counting as the extreme (numpy's and ONNX Runtime's
+    answer), as reductions: the extreme, then the least (greatest) index where it occurs."""
+    def convert(ctx, node, attrs):
+        x = ctx.value(node.input[0])
+        rank = len(x.shape)
+        if not rank:
+            ctx.fail("ArgMax / ArgMin of a scalar")
+        axis = int(attrs.get("axis", 0)) % rank
+        keep, last = bool(attrs.get("keepdims", 1)), bool(attrs.get("select_last_index", 0))
+        src = node.input[0]
+        ext = _reduce(ctx, src, Reduction.MAX if largest else Reduction.MIN, (axis,), True)
+        hit = ctx.emit(Op.OR, [ctx.emit(Op.EQUAL, [src, ext], {}),
+                               ctx.emit(Op.ISNAN, [src], {})], {})
+        n = x.shape[axis]
+        pos = ctx.add_const(np.arange(n, dtype=np.int64).reshape((n,) + (1,) * (rank - 1 - axis)),
+                            f"{node.output[0]}_positions")
+        miss = ctx.add_const(np.array(-1 if last else n, np.int64), f"{node.output[0]}_none")
+        cand = ctx.emit(Op.WHERE, [hit, pos, miss], {})
+        _reduce(ctx, cand, Reduction.MAX if last else Reduction.MIN, (axis,), keep,
+                node.output[0])
+    return convert
+
+
+def lrn(ctx, node, attrs):
+    """Local response normalization across channels: ``x / (bias + alpha / size * sum of x^2
+    over the window)^beta``; the window sum is an average pooling (padding counted) of
+    ``x^2`` seen as ``[N, 1, C, H * W]``."""
+    x = ctx.value(node.input[0])
+    if len(x.shape) < 3 or "size" not in attrs:
+        ctx.fail(f"LRN needs an input [N, C, ...] (got {list(x.shape)}) and a size")
+    size = int(attrs["size"])
+    alpha, beta = float(attrs.get("alpha", 1e-4)), float(attrs.get("beta", 0.75))
+    bias = float(attrs.get("bias", 1.0))
+    n, c = x.shape[0], x.shape[1]
+    rest = int(np.prod(x.shape[2:]))
+    sq = ctx.emit(Op.MUL, [node.input[0], node.input[0]], {})
+    sq = ctx.emit(Op.RESHAPE, [sq], {"shape": (n, 1, c, rest)})
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    avg = ctx.emit(Op.POOL, [sq], {"kind": PoolKind.AVG, "kernel": (size, 1), "strides": (1, 1),
+                                   "dilations": (1, 1), "pads": (lo, 0, hi, 0),
+                                   "count_include_pad": True})
+    avg = ctx.emit(Op.RESHAPE, [avg], {"shape": x.shape})
+    den = ctx.emit(Op.ADD, [ctx.emit(Op.MUL, [avg, _scalar(ctx, alpha, node.input[0])], {}),
+                            _scalar(ctx, bias, node.input[0])], {})
+    den = ctx.emit(Op.POW, [den, _scalar(ctx, beta, node.input[0])], {})
+    ctx.emit(Op.DIV, [node.input[0], den], {}, node.output[0])
+
+
 def size(ctx, node, attrs):
     ctx.model.add_constant(node.output[0], np.array(ctx.value(node.input[0]).size, np.int64))
 
@@ -278,4 +328,5 @@ MORE_CONVERTERS = {
     "InstanceNormalization": instance_norm, "GroupNormalization": group_norm,
     "Split": split, "Tile": tile, "DepthToSpace": depth_to_space,
     "SpaceToDepth": space_to_depth, "Trilu": trilu, "Range": range_, "Size": size,
+    "ArgMax": _arg_extreme(True), "ArgMin": _arg_extreme(False), "LRN": lrn,
 }

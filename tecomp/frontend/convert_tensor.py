@@ -52,7 +52,8 @@ def _reshape_to(ctx, node, out_shape):
 
 def reshape(ctx, node, attrs):
     x = ctx.value(node.input[0])
-    target = [int(s) for s in ctx.need_const(node.input[1], "shape").reshape(-1)]
+    target = [int(s) for s in (attrs["shape"] if "shape" in attrs and len(node.input) < 2
+                               else ctx.need_const(node.input[1], "shape").reshape(-1))]
     allow_zero = attrs.get("allowzero", 0)
     out = [x.shape[d] if s == 0 and not allow_zero and d < len(x.shape) else s
            for d, s in enumerate(target)]
