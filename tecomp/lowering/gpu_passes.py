@@ -15,6 +15,8 @@ GPU thread axes into the form the NVPTX emitter and the lockstep interpreter run
    kernel with threads (e.g. the final step of a cross-thread reduction) run on thread 0 only.
 5. *Barriers*: where one statement writes a shared buffer and a later one reads or writes it (or,
    in a loop, the next iteration's write follows this iteration's read), a ``Barrier`` goes between.
+   A barrier that not every thread of a block would reach (under a condition or in a loop that
+   depends on the thread index) is an error, never a program (undefined behaviour on the device).
 
 :func:`check_gpu_program` returns a :class:`GPUProgramInfo` (launch dims, threads, shared bytes,
 local elements) or raises :class:`GPUScheduleError` when a limit of the device is exceeded, so the
@@ -123,6 +125,7 @@ def prepare_gpu_program(func: PrimFunc, limits: GPULimits | None = None) -> tupl
         stmt = _hoist_shared(stmt)
         stmt = _guard_block_level(stmt)
         stmt, _ = _barriers(stmt)
+        _check_uniform_barriers(stmt, func.name)
         launches.append(stmt)
     new_body = seq(*launches)
     for b in reversed(globals_):
@@ -226,6 +229,10 @@ def _merge_nested_bindings(s: Stmt, bound: dict | None = None) -> Stmt:
         outer = bound.get(s.thread)
         if outer is not None:
             var, ext = outer
+            if s.thread in _BLOCKS:  # a block's threads share memory, blocks do not
+                raise GPUScheduleError(f"loop '{s.var.name}' binds {s.thread.value} inside loop "
+                                       f"'{var.name}' bound to it; a block axis cannot be nested "
+                                       f"in itself")
             inner_ext = _const(s.extent, f"loop '{s.var.name}' ({s.thread.value})")
             if inner_ext > ext:
                 raise GPUScheduleError(
@@ -351,6 +358,35 @@ def _barriers(s: Stmt) -> tuple:
         return Allocate(s.buffer, body), summary
     acc = _access(s)
     return s, (acc, acc, False)
+
+
+def _check_uniform_barriers(kernel: Stmt, fname: str) -> None:
+    """Raise where a barrier sits under a condition or in a loop that depends on the thread index
+    (some threads of a block would not reach it), or in a thread loop narrower than the block."""
+    dims: dict = {}
+    for x in stmts(kernel):
+        if isinstance(x, For) and x.thread in _THREADS and isinstance(x.extent, Const):
+            dims[x.thread] = max(dims.get(x.thread, 0), x.extent.value)
+
+    def go(s, tvars, why):
+        def varies(e):
+            return any(isinstance(v, Var) and id(v) in tvars for v in walk(e))
+        if isinstance(s, Barrier) and why:
+            raise GPUScheduleError(f"{fname}: a barrier (shared memory) would sit {why}, which not "
+                                   f"every thread of a block reaches; compute shared stages outside"
+                                   f" thread-dependent guards, or make the tiles divide the extents")
+        if isinstance(s, For) and s.thread in _THREADS:
+            tvars = tvars | {id(s.var)}
+            if isinstance(s.extent, Const) and s.extent.value < dims[s.thread] and not why:
+                why = f"in loop '{s.var.name}' bound to {s.extent.value} of the {dims[s.thread]} " \
+                      f"threads of {s.thread.value}"
+        elif isinstance(s, For) and (varies(s.begin) or varies(s.extent)):
+            tvars, why = tvars | {id(s.var)}, why or f"in loop '{s.var.name}' of thread-varying bounds"
+        elif isinstance(s, IfThenElse) and varies(s.cond):
+            why = why or f"under 'if {s.cond!r}'"
+        for c in s.children():
+            go(c, tvars, why)
+    go(kernel, frozenset(), None)
 
 
 # ----------------------------------------------------------------------------- validity

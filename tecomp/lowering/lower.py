@@ -3,7 +3,10 @@
 Each stage at root becomes a loop nest at the top level; a stage computed at another stage's loop
 becomes a loop nest (over its inferred region, in a buffer of that region's size) inside that loop;
 inlined stages are substituted into their readers. Guards of non-divisible splits are placed just
-inside the innermost loop they depend on. The default schedule is the State with no steps.
+inside the innermost loop they depend on, except that a GPU tail guard that reads a threadIdx
+variable, above a shared-memory stage computed inside it, wraps only the stage's own statements
+(every thread must reach the barriers and take its part of a cooperative fetch). The default
+schedule is the State with no steps.
 """
 from __future__ import annotations
 
@@ -12,15 +15,17 @@ from ..ir.arith import simplify_index
 from ..ir.dag import ComputeDAG
 from ..ir.expr import BinOpKind, Const, IterKind, Load, Reduce, TensorRead, Var, binary
 from ..ir.loop import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Scope, Store, seq
-from ..ir.traverse import free_vars, substitute, transform
+from ..ir.traverse import free_vars, substitute, transform, walk
 from ..schedule.bounds import loop_ranges
 from ..schedule.compute_steps import aligned_strides
 from ..schedule.state import Annotation, ComputeLocation, State
+from .gpu_passes import GPUScheduleError
 from .stride_phase import stride_phase
 from .zero_trim import zero_trim
 
 __all__ = ["lower_state", "lower_default"]
 
+_THREAD_AXES = (Annotation.THREAD_X, Annotation.THREAD_Y, Annotation.THREAD_Z)
 _KIND = {Annotation.NONE: ForKind.SERIAL, Annotation.UNROLL: ForKind.UNROLLED,
          Annotation.VECTORIZE: ForKind.VECTORIZED, Annotation.PARALLEL: ForKind.PARALLEL}
 
@@ -59,6 +64,13 @@ class _Lowering:
             if strides is None and s.location is ComputeLocation.AT and s.scope is Scope.LOCAL:
                 strides = loop_order_strides(s, shape)
             self.buffers[id(s.tensor)] = Buffer(name, shape, s.tensor.dtype, scope, strides)
+        lowered = [s for s in state.stages
+                   if not s.is_placeholder and s.location is not ComputeLocation.INLINE]
+        for s in lowered:
+            _check_binds(s)
+        # ids of the loop variables bound to threadIdx (their guards differ within a block)
+        self.thread_vars = {id(it.var) for s in lowered for it in s.iters
+                            if it.annotation in _THREAD_AXES}
 
     def run(self, name):
         st, dag = self.state, self.state.dag
@@ -131,11 +143,14 @@ class _Lowering:
             p = max((pos[v] for v in free_vars(g) if v in pos), default=-1)
             guards.setdefault(p, []).append(g)
         first_red = next((n for n, it in enumerate(iters) if it.kind is IterKind.REDUCE), None)
+        sunk = self.sink_thread_guards(sid, guards)
         if first_red is None and init is not None:  # a reduction over an empty set of axes
             stmt = seq(init, stmt)
+        stmt = _guard(sunk, stmt)
         for p in reversed(range(len(iters))):
             # producers computed here run under this loop's guards: an iteration the guards skip
             # (a non-divisible tail, past a sparse row's end) must not compute their region either
+            # (but for the thread-dependent guards sunk to the stage's own statements, above)
             for pid in reversed(self.attached.get((sid, p), [])):
                 ps = self.state.stages[pid]
                 stmt = Allocate(self.buffers[id(ps.tensor)], seq(self.stage_nest(pid), stmt))
@@ -144,22 +159,74 @@ class _Lowering:
             ext = self.convert(it.extent, values, ranges)
             stmt = _loop(it, ext, stmt)
             if p == first_red and init is not None:
-                stmt = seq(self.init_nest(iters, p, init, guards, values, ranges), stmt)
+                stmt = seq(self.init_nest(iters, p, init, guards, values, ranges, sunk), stmt)
         return _guard(guards.get(-1), stmt)
 
-    def init_nest(self, iters, first_red, init, guards, values, ranges):
-        """The reduction's initialization for the spatial loops inside the first reduction loop."""
+    def init_nest(self, iters, first_red, init, guards, values, ranges, sunk=()):
+        """The reduction's initialization for the spatial loops inside the first reduction loop
+        (under the guards sunk to the stage's own statements too)."""
         inner = [it for it in iters[first_red:] if it.kind is not IterKind.REDUCE]
         fresh = {it.var: Var(it.name) for it in inner}
         reduce_vars = {it.var for it in iters if it.kind is IterKind.REDUCE}
-        conds = [g for p, gs in guards.items() if p >= first_red for g in gs
-                 if not any(v in reduce_vars for v in free_vars(g))]
+        conds = [g for p, gs in guards.items() if p >= first_red for g in gs] + list(sunk)
+        conds = [g for g in conds if not any(v in reduce_vars for v in free_vars(g))]
         stmt = _guard([substitute(c, fresh) for c in conds], substitute_stmt(init, fresh))
         for it in reversed(inner):
             ext = self.convert(it.extent, values, ranges)
             kind = ForKind.VECTORIZED if it.annotation is Annotation.VECTORIZE else ForKind.SERIAL
             stmt = For(fresh[it.var], Const(0, dt.INDEX), ext, kind, stmt)
         return stmt
+
+    # ------------------------------------------------------------------ GPU tail guards
+    def sink_thread_guards(self, sid: int, guards: dict) -> list:
+        """The guards of stage ``sid`` that must wrap only its own statements, removed from
+        ``guards`` (position -> conditions): a tail guard that differs between the threads of a
+        block (it reads a threadIdx-bound loop variable) around a loop whose body synchronizes
+        the block, a shared-memory stage computed inside it (a cooperative fetch, with its own
+        guards) or the stage's own reduction into shared memory. There every thread must reach
+        the barriers and take its part of the fetch; the guard goes around the stage's stores."""
+        if not self.thread_vars:
+            return []
+        s = self.state.stages[sid]
+        own = self.buffers[id(s.tensor)].scope is Scope.SHARED
+        iters = s.nest().iters
+        out = []
+        for p in sorted(guards):
+            if not (any(self.has_shared(pid) for (a, q), pids in self.attached.items()
+                        if a == sid and q >= p for pid in pids)
+                    or own and any(it.kind is IterKind.REDUCE for it in iters[p + 1:])):
+                continue
+            keep = []
+            for g in guards[p]:
+                data = any(isinstance(x, Load) for x in walk(g))  # a sparse row's end: left alone
+                if not data and any(id(v) in self.thread_vars for v in free_vars(g)):
+                    out.append(g)
+                else:
+                    keep.append(g)
+            guards[p] = keep
+        return out
+
+    def has_shared(self, sid: int) -> bool:
+        """Whether stage ``sid`` or a stage computed inside it is in shared memory."""
+        if self.buffers[id(self.state.stages[sid].tensor)].scope is Scope.SHARED:
+            return True
+        return any(self.has_shared(pid) for (a, _), pids in self.attached.items() if a == sid
+                   for pid in pids)
+
+
+def _check_binds(stage) -> None:
+    """Two loops of one stage bound to one block or thread axis (not vthread) would be one loop,
+    nested in itself: an error naming the axis and both loops."""
+    seen: dict = {}
+    for it in stage.iters:
+        axis = it.annotation.thread
+        if axis is None or it.annotation is Annotation.VTHREAD:
+            continue
+        if axis in seen:
+            raise GPUScheduleError(f"stage '{stage.name}': loops '{seen[axis]}' and '{it.name}' are "
+                                   f"both bound to {axis.value}; one loop nest cannot bind a GPU "
+                                   f"axis twice (bind the other loop to another axis, or fuse them)")
+        seen[axis] = it.name
 
 
 def substitute_stmt(s: Store, m: dict) -> Store:

@@ -209,7 +209,9 @@ class StageHandle:
         it : IterHandle or str
         thread : str
             ``"blockIdx.x"`` ... ``"blockIdx.z"``, ``"threadIdx.x"`` ... ``"threadIdx.z"`` or
-            ``"vthread"``.
+            ``"vthread"``. A block or thread axis binds at most one loop of a stage (a stage
+            computed inside another stage's thread loop may bind that axis again: a cooperative
+            fetch shares the block's threads).
 
         Examples
         --------
@@ -218,7 +220,14 @@ class StageHandle:
         """
         if thread not in _THREADS:
             raise ScheduleError(f"bind: unknown thread axis {thread!r}; use one of {list(_THREADS)}")
-        self._annotate(it, _THREADS[thread])
+        ann, iid = _THREADS[thread], self.loop_index(it)
+        other = next((x.name for n, x in enumerate(self._iters())
+                      if n != iid and x.annotation is ann), None)
+        if other is not None and ann is not Annotation.VTHREAD:
+            raise ScheduleError(f"bind: stage '{self.name}' has loop {other!r} bound to {thread} "
+                                f"already; loop {self._iters()[iid].name!r} cannot be bound to it "
+                                f"too (one loop nest cannot bind a GPU axis twice)")
+        self._annotate(it, ann)
 
     def pragma(self, it, name: str, value: int) -> None:
         """Attach a pragma to loop ``it`` (e.g. ``"auto_unroll_max_step"``, the parallel chunk).
