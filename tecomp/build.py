@@ -23,9 +23,8 @@ _CACHE_LOCK = threading.Lock()
 
 
 class _BoundEntry:
-    """A cache entry that holds build-time constants (packed weights): it lives only while a
-    kernel built from it does, so a process that compiles many models, or many candidates of
-    one (in-place ranking), does not keep every packed weight it ever made."""
+    """A cache entry of build-time constants (packed weights), alive only while a kernel built
+    from it is: compiling many models or candidates does not keep every packed weight made."""
     __slots__ = ("value", "__weakref__")
 
     def __init__(self, value):
@@ -68,8 +67,7 @@ class Kernel:
 
     @property
     def bound_arrays(self) -> tuple:
-        """The arrays bound at build time and passed after the call's inputs: the constants, a
-        packed weight in its packed layout (read-only; empty without ``constants=``)."""
+        """The constants bound at build time, passed after the call's inputs (read-only)."""
         return tuple(self._bound[1])
 
     @property
@@ -196,12 +194,9 @@ class Kernel:
         """Run through the loop-IR interpreter (slow; the oracle, and GPU emulation)."""
         from .codegen import interp
         arrays, outs = self._prepare(inputs, out)
-        # inputs are only read, so one array may be passed for several (as the native call
-        # allows); the interpreter takes every buffer as distinct memory: give it copies
-        for x in range(len(arrays) - len(outs)):
-            if arrays[x].size and any(np.may_share_memory(arrays[x], arrays[y]) for y in range(x)):
-                arrays[x] = arrays[x].copy()
-        interp.run(self.func, arrays)
+        # one array for several inputs (read only): the interpreter's buffers never alias
+        interp.run(self.func, [a.copy() if k < len(arrays) - len(outs) and a.size and any(
+            np.may_share_memory(a, b) for b in arrays[:k]) else a for k, a in enumerate(arrays)])
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _call_device(self, inputs, out):
@@ -278,7 +273,7 @@ def _on_device(inputs, out) -> bool:
 def _check_array(a, t, role: str) -> np.ndarray:
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{role} '{t.name}' must be a numpy array, got {type(a).__name__}")
-    if a.dtype != t.dtype.np:
+    elif a.dtype != t.dtype.np:
         raise TypeError(f"{role} '{t.name}' has dtype {a.dtype}, expected {t.dtype}")
     if a.shape != t.shape:
         raise ValueError(f"{role} '{t.name}' has shape {a.shape}, expected {t.shape}")
