@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import platform
 import re
+import sys
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
 from ..ir.loop import PrimFunc
 from . import llvm_jit
-from .elf import object_imports
+from .elf import is_elf, object_imports, read_symbols
 from .llvm_cpu import CompiledCPU, emit_cpu
 from .llvm_jit import LOCK, ensure_init, host_cpu, load_object, triple_and_layout
 from .threadpool import DYNAMIC_ENTRY, ENTRY
@@ -131,7 +132,12 @@ def load_kernel(func: PrimFunc, symbol: str, obj: bytes, source=None, assembly=N
     compiling nothing. ``source`` / ``assembly``: texts, or callables giving them on demand.
 
     The caller makes sure every import resolves first (:func:`unresolved`): a kernel with parallel
-    loops or scratch buffers needs the runtime registered (``threadpool.runtime(obj)``)."""
+    loops or scratch buffers needs the runtime registered (``threadpool.runtime(obj)``).
+
+    An ELF object's structure is checked here too (ValueError), whoever called: LLVM's linker
+    trusts it and kills the process on a malformed one (:func:`~.elf.read_symbols`)."""
+    if is_elf(obj) or sys.platform.startswith("linux"):
+        read_symbols(obj, f"{func.name}: object code")
     engine, addrs = load_object(obj, [symbol])
     return LoadedCPU(func, symbol, engine, addrs[symbol], source, assembly)
 

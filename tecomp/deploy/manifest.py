@@ -58,11 +58,13 @@ import json
 import math
 import os
 import re
+import stat
 
 from ..ir.dag import ComputeDAG
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "RUNTIME_OBJECT", "read_manifest", "sha256",
-           "arg_list", "write_file", "SCHEMA", "export_path", "read_export_file", "MAX_FILE_BYTES"]
+           "arg_list", "write_file", "SCHEMA", "export_path", "read_export_file", "MAX_FILE_BYTES",
+           "read_regular_file"]
 
 #: the manifest's ``format`` value
 FORMAT = "tecomp-export"
@@ -193,12 +195,44 @@ def export_path(dirpath: str, name: str, what: str) -> str:
     return path
 
 
+def read_regular_file(path: str, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the regular file ``path``.
+
+    Opened without blocking and checked on the open descriptor (no race with a rename): a named
+    pipe, a device or a directory in an export would block the read forever or never end.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    OSError
+        It cannot be opened or read.
+    ValueError
+        It is not a regular file (the message says what it is; the caller names the file).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) \
+            else "a device or socket"
+        raise ValueError(f"{kind}, not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit + 1)
+
+
 def read_export_file(dirpath: str, name: str, sha: str, what: str) -> bytes:
-    """The bytes of the export's file ``name``, checked against its SHA-256 (required)."""
+    """The bytes of the export's file ``name`` (a regular file), checked against its SHA-256
+    (required)."""
     path = export_path(dirpath, name, what)
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+        data = read_regular_file(path, MAX_FILE_BYTES)
+    except ValueError as e:
+        raise ValueError(f"{dirpath}: {what} {name!r} is {e}") from None
     except FileNotFoundError:
         raise FileNotFoundError(f"{dirpath}: the manifest names {what} {name!r}, which is "
                                 f"missing") from None
@@ -218,10 +252,11 @@ def read_manifest(path) -> dict:
     path = os.fspath(path)
     mpath = path if os.path.isfile(path) else os.path.join(path, MANIFEST)
     try:
-        with open(mpath, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES // 64 + 1)
+        raw = read_regular_file(mpath, MAX_FILE_BYTES // 64)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path!r} is not a tecomp export: no {MANIFEST}") from None
+    except ValueError as e:
+        raise ValueError(f"{mpath}: {e}") from None
     if len(raw) > MAX_FILE_BYTES // 64:
         raise ValueError(f"{mpath}: larger than a manifest can be ({MAX_FILE_BYTES // 64} bytes)")
     try:

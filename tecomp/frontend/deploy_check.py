@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from ..deploy.manifest import MAX_FILE_BYTES
+from ..deploy.manifest import MAX_FILE_BYTES, read_regular_file
 
 __all__ = ["read_model_manifest", "check_array_spec"]
 
@@ -29,8 +29,13 @@ def _int(x, where, lo=0, hi=None) -> int:
     return x
 
 
+_MAX_STR = 4095
+
+
 def _str(x, where) -> str:
-    _need(isinstance(x, str) and len(x) < 4096, where, f"must be a string, got {type(x).__name__}")
+    _need(isinstance(x, str), where, f"must be a string, got {type(x).__name__}")
+    _need(len(x) <= _MAX_STR, where, f"must be a string of at most {_MAX_STR} characters, got "
+                                     f"{len(x)}")
     return x
 
 
@@ -126,6 +131,25 @@ def _check(m: dict) -> None:
             _str(g[2], f"{w}.gather_checks[{j}][2]")
         _list(st["constants"], f"{w}.constants", check_array_spec)
         _list(st["bound"], f"{w}.bound", check_array_spec)
+    _check_dataflow(m)
+
+
+def _check_dataflow(m: dict) -> None:
+    """Every slot a step or an output reads holds a model input or was written by an earlier
+    step: a slot nothing writes is uninitialised arena memory (a reordered, emptied or edited step
+    list). A Gather check reads one of its step's arguments."""
+    written = {i["slot"] for i in m["inputs"]}
+    for k, st in enumerate(m["steps"]):
+        unwritten = sorted(set(st["args"]) - written)
+        _need(not unwritten, f"steps[{k}].args", f"reads slot(s) {unwritten} before any step "
+                                                 f"writes them")
+        for j, g in enumerate(st["gather_checks"]):
+            _need(g[0] in st["args"], f"steps[{k}].gather_checks[{j}]",
+                  f"checks slot {g[0]}, which is not an argument of its step")
+        written.add(st["out"])
+    for k, o in enumerate(m["outputs"]):
+        _need("slot" not in o or o["slot"] in written, f"outputs[{k}].slot",
+              f"slot {o.get('slot')} is neither a model input nor written by any step")
 
 
 def read_model_manifest(dirpath: str) -> dict:
@@ -133,11 +157,12 @@ def read_model_manifest(dirpath: str) -> dict:
     from .deploy_model import FORMAT, MODEL_MANIFEST, VERSION
     mpath = os.path.join(dirpath, MODEL_MANIFEST)
     try:
-        with open(mpath, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES // 16 + 1)
+        raw = read_regular_file(mpath, MAX_FILE_BYTES // 16)
     except FileNotFoundError:
         raise FileNotFoundError(f"{dirpath!r} is not a tecomp model export: no "
                                 f"{MODEL_MANIFEST}") from None
+    except ValueError as e:
+        raise ValueError(f"{mpath}: {e}") from None
     if len(raw) > MAX_FILE_BYTES // 16:
         raise ValueError(f"{mpath}: larger than a model manifest can be")
     try:
