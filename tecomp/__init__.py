@@ -10,6 +10,7 @@ from .ir import (
     ceil,
     compute,
     compute_csr,
+    cos,
     exp,
     floor,
     if_then_else,
@@ -22,6 +23,7 @@ from .ir import (
     reduce_axis,
     round,
     sigmoid,
+    sin,
     sqrt,
     sum,
     tanh,
@@ -57,7 +59,7 @@ def __getattr__(name):
 __version__ = "0.1.0"
 
 __all__ = ["ir", "ops", "Kernel", "ReshapedKernel", "build", "ComputeDAG", "Tensor", "abs", "cast",
-           "ceil", "compute", "compute_csr", "exp", "floor", "if_then_else", "log", "max",
-           "maximum", "min", "minimum", "placeholder", "reduce_axis", "round", "sigmoid", "sqrt",
+           "ceil", "compute", "compute_csr", "cos", "exp", "floor", "if_then_else", "log", "max",
+           "maximum", "min", "minimum", "placeholder", "reduce_axis", "round", "sigmoid", "sin", "sqrt",
            "sum", "tanh", "lower", "Schedule", "ScheduleError", "Target", "load_records", "load",
            "TargetKind"]

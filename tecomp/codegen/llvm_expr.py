@@ -20,6 +20,7 @@ from ..ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Load, Select, UnOp, U
 from ..ir.loop import Buffer, PrimFunc
 from ..ir.traverse import walk
 from .cpu_math import exp_f32, log_f32, tanh_f32
+from .trig_math import cos_f32, sin_f32
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -294,9 +295,11 @@ class ExprEmitter:
     _MATH = {UnOpKind.EXP: "llvm.exp", UnOpKind.LOG: "llvm.log", UnOpKind.SQRT: "llvm.sqrt",
              UnOpKind.TANH: "llvm.tanh",  # float64: exp, log and tanh are libm calls
              UnOpKind.FLOOR: "llvm.floor", UnOpKind.CEIL: "llvm.ceil",
-             UnOpKind.ROUND: "llvm.roundeven"}  # one vroundps / cvt.rmi|rpi|rni each
+             UnOpKind.ROUND: "llvm.roundeven",  # one vroundps / cvt.rmi|rpi|rni each
+             UnOpKind.SIN: "llvm.sin", UnOpKind.COS: "llvm.cos"}
     # LLVM has no vector exp, log or tanh: one libm call per lane; these are arithmetic (cpu_math)
-    _F32_MATH = {UnOpKind.EXP: exp_f32, UnOpKind.LOG: log_f32, UnOpKind.TANH: tanh_f32}
+    _F32_MATH = {UnOpKind.EXP: exp_f32, UnOpKind.LOG: log_f32, UnOpKind.TANH: tanh_f32,
+                 UnOpKind.SIN: sin_f32, UnOpKind.COS: cos_f32}
 
     def unop(self, e: UnOp) -> ir.Value:
         op, t = e.op, e.a.dtype

@@ -75,13 +75,15 @@ def emit_math(em, op: UnOpKind, t: dt.DType, a: ir.Value) -> ir.Value | None:
     """``op(a)`` for a float ``a`` of dtype ``t`` at ``em``'s builder, or None when ``op`` is not
     one of the functions built here (sqrt and the rest use LLVM intrinsics the backend has)."""
     fn = _FUNCS.get(op)
-    if fn is None:
+    if fn is None and op not in (UnOpKind.SIN, UnOpKind.COS):  # those: the shared float32 code
         return None
     if t is dt.float64:
         raise ValueError(f"{op.value} of a float64 value is not supported on the cuda target "
                          f"(the GPU's approximate math is float32 only, and computing it in "
                          f"float32 would lose the precision float64 asks for); cast its argument "
                          f"to float32 (tc.cast(x, 'float32')) or build for llvm")
+    if fn is None:
+        return None
     b = em.b
     x = b.fpext(a, FLOAT) if t is dt.float16 else a
     r = fn(em, x)

@@ -271,18 +271,6 @@ def mod(ctx, node, attrs):
     _binary(Op.FMOD if attrs.get("fmod", 0) else Op.MOD)(ctx, node, attrs)
 
 
-def _constant_only(name: str, fn):
-    """An operator tecomp computes only at import, on a constant input (Sin / Cos of a rotary
-    embedding's position table); on a value computed at run time it is unsupported."""
-    def convert(ctx, node, attrs):
-        c = ctx.const(node.input[0])
-        if c is None:
-            ctx.fail(f"{name} of a value computed at run time is not supported (only of "
-                     f"constants, which are evaluated at import)", unsupported=True)
-        ctx.model.add_constant(node.output[0], np.asarray(fn(c)).astype(c.dtype))
-    return convert
-
-
 def where(ctx, node, attrs):
     c, a, b = node.input[:3]
     if ctx.value(c).dtype != np.bool_:
@@ -340,7 +328,7 @@ NN_CONVERTERS = {
     "Neg": _unary(Op.NEG), "Abs": _unary(Op.ABS), "Reciprocal": _unary(Op.RECIPROCAL),
     "Floor": _unary(Op.FLOOR), "Ceil": _unary(Op.CEIL), "Round": _unary(Op.ROUND),
     "Clip": clip, "Gelu": gelu, "Where": where, "Mod": mod,
-    "Sin": _constant_only("Sin", np.sin), "Cos": _constant_only("Cos", np.cos),
+    "Sin": _unary(Op.SIN), "Cos": _unary(Op.COS),
     "Equal": _binary(Op.EQUAL), "Less": _binary(Op.LESS), "LessOrEqual": _binary(Op.LESS_EQUAL),
     "Greater": _binary(Op.GREATER), "GreaterOrEqual": _binary(Op.GREATER_EQUAL),
     "And": _binary(Op.AND), "Or": _binary(Op.OR), "Xor": _binary(Op.XOR),

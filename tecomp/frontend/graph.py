@@ -81,6 +81,8 @@ class Op(enum.Enum):
     FLOOR = ("floor", Pattern.ELEMWISE)
     CEIL = ("ceil", Pattern.ELEMWISE)
     ROUND = ("round", Pattern.ELEMWISE)
+    SIN = ("sin", Pattern.ELEMWISE)
+    COS = ("cos", Pattern.ELEMWISE)
     RECIPROCAL = ("reciprocal", Pattern.ELEMWISE)
     CAST = ("cast", Pattern.ELEMWISE)
     EQUAL = ("equal", Pattern.ELEMWISE)

@@ -171,6 +171,8 @@ UNARY = {
     Op.FLOOR: lambda x, at: ir.floor(x),
     Op.CEIL: lambda x, at: ir.ceil(x),
     Op.ROUND: lambda x, at: ir.round(x),
+    Op.SIN: lambda x, at: ir.sin(x),
+    Op.COS: lambda x, at: ir.cos(x),
     Op.RECIPROCAL: lambda x, at: 1.0 / x,
     Op.CAST: lambda x, at: ir.cast(x, at["dtype"]),
     Op.NOT: lambda x, at: ~x,

@@ -82,7 +82,8 @@ def _np_unary(op: Op, x: np.ndarray, attrs: dict) -> np.ndarray:
         return activation_numpy(x, attrs)
     f = {Op.SIGMOID: lambda v: 1 / (1 + np.exp(-v)), Op.TANH: np.tanh, Op.EXP: np.exp,
          Op.LOG: np.log, Op.SQRT: np.sqrt, Op.NEG: np.negative, Op.ABS: np.abs,
-         Op.FLOOR: np.floor, Op.CEIL: np.ceil, Op.ROUND: np.round,
+         Op.FLOOR: np.floor, Op.CEIL: np.ceil, Op.ROUND: np.round, Op.SIN: np.sin,
+         Op.COS: np.cos,
          Op.RECIPROCAL: lambda v: 1 / v, Op.ERF: _ERF,
          Op.GELU: lambda v: 0.5 * v * (1 + _ERF(v / math.sqrt(2)))}.get(op)
     return None if f is None else np.asarray(f(x)).astype(x.dtype)

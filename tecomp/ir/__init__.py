@@ -7,6 +7,7 @@ from .intrinsics import (
     abs,
     cast,
     ceil,
+    cos,
     exp,
     floor,
     if_then_else,
@@ -17,6 +18,7 @@ from .intrinsics import (
     minimum,
     round,
     sigmoid,
+    sin,
     sqrt,
     sum,
     tanh,
@@ -24,6 +26,6 @@ from .intrinsics import (
 from .tensor import Tensor, compute, compute_csr, placeholder, reduce_axis
 
 __all__ = ["dtype", "ComputeDAG", "Stage", "DType", "Expr", "IterVar", "Var", "const", "Tensor",
-           "abs", "cast", "ceil", "compute", "compute_csr", "exp", "floor", "if_then_else", "log",
-           "max", "maximum", "min", "minimum", "placeholder", "reduce_axis", "round", "sigmoid",
+           "abs", "cast", "ceil", "compute", "compute_csr", "cos", "exp", "floor", "if_then_else", "log",
+           "max", "maximum", "min", "minimum", "placeholder", "reduce_axis", "round", "sigmoid", "sin",
            "sqrt", "sum", "tanh"]

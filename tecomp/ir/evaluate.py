@@ -31,7 +31,7 @@ NP_UNARY = {
     UnOpKind.NEG: np.negative, UnOpKind.NOT: np.logical_not, UnOpKind.EXP: np.exp,
     UnOpKind.LOG: np.log, UnOpKind.SQRT: np.sqrt, UnOpKind.TANH: np.tanh,
     UnOpKind.SIGMOID: _sigmoid, UnOpKind.ABS: np.abs, UnOpKind.FLOOR: np.floor,
-    UnOpKind.CEIL: np.ceil, UnOpKind.ROUND: np.round,
+    UnOpKind.CEIL: np.ceil, UnOpKind.ROUND: np.round, UnOpKind.SIN: np.sin, UnOpKind.COS: np.cos,
 }
 
 

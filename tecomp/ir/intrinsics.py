@@ -168,6 +168,16 @@ def abs(x) -> Expr:  # noqa: A001
     return unary(UnOpKind.ABS, x)
 
 
+def sin(x) -> Expr:
+    """Sine of ``x`` (radians)."""
+    return unary(UnOpKind.SIN, x)
+
+
+def cos(x) -> Expr:
+    """Cosine of ``x`` (radians)."""
+    return unary(UnOpKind.COS, x)
+
+
 def floor(x) -> Expr:
     """The largest integer not above ``x`` (``x`` itself for an integer ``x``)."""
     return unary(UnOpKind.FLOOR, x)

@@ -57,10 +57,13 @@ class UnOpKind(enum.Enum):
     FLOOR = "floor"
     CEIL = "ceil"
     ROUND = "round"  # to the nearest integer, halves to even (numpy's and ONNX's rounding)
+    SIN = "sin"
+    COS = "cos"
 
     @property
     def is_math(self) -> bool:
-        return self in (UnOpKind.EXP, UnOpKind.LOG, UnOpKind.SQRT, UnOpKind.TANH, UnOpKind.SIGMOID)
+        return self in (UnOpKind.EXP, UnOpKind.LOG, UnOpKind.SQRT, UnOpKind.TANH, UnOpKind.SIGMOID,
+                        UnOpKind.SIN, UnOpKind.COS)
 
     @property
     def is_rounding(self) -> bool:

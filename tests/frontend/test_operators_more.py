@@ -148,6 +148,8 @@ CASES = {
     "lrn": one("LRN", {"x": [2, 7, 4, 5]}, [2, 7, 4, 5], size=3, alpha=1e-2, beta=0.75,
                bias=2.0),
     "reshape_attr_opset4": one("Reshape", {"x": [2, 3, 4]}, [6, 4], shape=[6, 4], opset=4),
+    "sin_cos_runtime": make_model([node("Sin", ["x"], ["s"]), node("Cos", ["x"], ["c"]),
+                                   node("Mul", ["s", "c"])], {"x": [3, 40]}, {"y": [3, 40]}),
     "maxpool1d": one("MaxPool", {"x": [2, 3, 11]}, [2, 3, 5], kernel_shape=[3], strides=[2]),
     "avgpool1d_pads": one("AveragePool", {"x": [2, 3, 11]}, [2, 3, 6], kernel_shape=[3],
                           strides=[2], pads=[1, 1]),
