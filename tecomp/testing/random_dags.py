@@ -12,7 +12,8 @@ from .. import ir as tc
 
 __all__ = ["random_dags", "layer_norm_dag", "random_contraction"]
 
-_UNARY = ["tanh", "sigmoid", "abs", "neg", "exp_small", "sqrt_abs", "log1p_abs", "cast_round"]
+_UNARY = ["tanh", "sigmoid", "abs", "neg", "exp_small", "sqrt_abs", "log1p_abs", "cast_round", "sin",
+          "cos"]
 _BINARY = ["add", "sub", "mul", "maximum", "minimum", "select"]
 
 
