@@ -175,8 +175,11 @@ class CompiledModel:
                 call()
             if times is not None:
                 times.append(time.perf_counter() - t0)
-        res = [bufs[s].copy() if isinstance(s, int) and s in self.input_slots
-               else bufs[s] if isinstance(s, int) else np.array(s) for s in self.output_slots]
+        # an input returned as an output, or one value listed as two outputs: each its own array
+        res = [bufs[s].copy() if isinstance(s, int) and (s in self.input_slots or any(
+                   isinstance(o, int) and o == s for o in self.output_slots[:k]))
+               else bufs[s] if isinstance(s, int) else np.array(s)
+               for k, s in enumerate(self.output_slots)]
         return res[0] if len(res) == 1 else tuple(res)
 
     def export(self, path) -> dict:

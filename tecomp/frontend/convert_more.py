@@ -86,15 +86,27 @@ def _reduce_composite(name: str):
         x = ctx.value(node.input[0])
         rank = len(x.shape)
         axes = parse_axes(ctx, node, attrs, rank)
-        if axes is None:
-            if attrs.get("noop_with_empty_axes", 0):
+        if not axes:  # none given (or an empty axes input): all, unless noop_with_empty_axes
+            if attrs.get("noop_with_empty_axes", 0) and rank:
                 ctx.fail(f"{name} with noop_with_empty_axes and no axes is not supported",
                          unsupported=True)
             axes = list(range(rank))
         keep = bool(attrs.get("keepdims", 1))
         src = node.input[0]
+        if not axes:  # a scalar: the function of its one element
+            one = {"ReduceL1": Op.ABS, "ReduceL2": Op.ABS, "ReduceLogSum": Op.LOG}.get(name)
+            if name == "ReduceSumSquare":
+                ctx.emit(Op.MUL, [src, src], {}, node.output[0])
+            elif one is not None:
+                ctx.emit(one, [src], {}, node.output[0])
+            else:
+                ctx.alias(node.output[0], src)
+            return
         if name == "ReduceLogSumExp":
             m = _reduce(ctx, src, Reduction.MAX, axes, True)
+            # shift by 0 where the maximum is infinite: a row of -inf gives -inf, not NaN
+            inf = ctx.emit(Op.ISNAN, [ctx.emit(Op.SUB, [m, m], {})], {})
+            m = ctx.emit(Op.WHERE, [inf, _scalar(ctx, 0, src), m], {})
             e = ctx.emit(Op.EXP, [ctx.emit(Op.SUB, [src, m], {})], {})
             y = ctx.emit(Op.ADD, [ctx.emit(Op.LOG, [_reduce(ctx, e, Reduction.SUM, axes, True)],
                                            {}), m], {}, None if not keep else node.output[0])

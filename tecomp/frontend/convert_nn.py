@@ -217,11 +217,11 @@ def _reduce(kind: Reduction):
     def convert(ctx, node, attrs):
         x = ctx.value(node.input[0])
         axes = parse_axes(ctx, node, attrs, len(x.shape))
-        if axes is None:
-            if attrs.get("noop_with_empty_axes", 0):
-                ctx.alias(node.output[0], node.input[0])
-                return
-            axes = list(range(len(x.shape)))
+        if not axes:  # none given (or an empty axes input): all, unless noop_with_empty_axes
+            axes = [] if attrs.get("noop_with_empty_axes", 0) else list(range(len(x.shape)))
+        if not axes:  # that, or a scalar: nothing to reduce
+            ctx.alias(node.output[0], node.input[0])
+            return
         ctx.emit(Op.REDUCE, [node.input[0]], {"kind": kind, "axes": tuple(axes),
                                               "keepdims": bool(attrs.get("keepdims", 1))},
                  node.output[0])

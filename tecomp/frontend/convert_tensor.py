@@ -71,7 +71,11 @@ def reshape(ctx, node, attrs):
 
 def flatten(ctx, node, attrs):
     x = ctx.value(node.input[0])
-    axis = int(attrs.get("axis", 1)) % (len(x.shape) + 1) if x.shape else 0
+    rank = len(x.shape)
+    axis = int(attrs.get("axis", 1))
+    if not -rank <= axis <= rank:
+        ctx.fail(f"axis {axis} is out of range for rank {rank}")
+    axis = axis + rank if axis < 0 else axis  # -1 is rank - 1 (not rank: axis counts [-r, r])
     _reshape_to(ctx, node, (int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))))
 
 

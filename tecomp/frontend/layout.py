@@ -41,7 +41,7 @@ def resolve_layout(m: Model, layout) -> Layout:
     it has a convolution with constant weights, else NCHW."""
     if isinstance(layout, str):
         try:
-            layout = Layout(layout) if layout == "auto" else Layout(layout.upper())
+            layout = Layout.AUTO if layout.lower() == "auto" else Layout(layout.upper())
         except ValueError:
             raise ValueError(f"unknown layout {layout!r}; expected one of "
                              f"{[x.value for x in Layout]}") from None

@@ -65,10 +65,28 @@ def _operand_dtype(ops):
     return tensors[0].dtype if tensors else ops[0].dtype
 
 
+def _pow_any(a, b):
+    """``a ** b`` for any float ``a`` and ``b``, as numpy: ``|a| ** b`` from exp and log, negative
+    for a negative base and an odd integer exponent, NaN for a negative base and a fraction;
+    ``x ** 0`` and ``1 ** y`` are 1."""
+    one = ir.const(1, a.dtype)
+    m = ir.exp(b * ir.log(ir.abs(a)))
+    whole = ir.floor(b) == b
+    odd = whole & (ir.floor(b * 0.5) * 2.0 != b)
+    neg = ir.if_then_else(whole, ir.if_then_else(odd, -m, m), ir.const(float("nan"), a.dtype))
+    r = ir.if_then_else(a < 0.0, neg, m)
+    return ir.if_then_else((b == 0.0) | (a == 1.0), one, r)
+
+
 def _pow(a, b):
-    """``a ** b`` with the common constant exponents as multiplies / sqrt (exact and fast)."""
+    """``a ** b`` with the common constant exponents as multiplies / sqrt (exact and fast); an
+    integer one as :func:`_pow_any` (a negative base keeps its sign), a fraction as
+    ``exp(e log a)`` (NaN for a negative base, as numpy)."""
+    if not a.dtype.is_float:  # integers: in float64, rounded back (exp/log is not exact)
+        return ir.cast(ir.round(_pow(ir.cast(a, "float64"), ir.cast(b, "float64") if isinstance(
+            b, ir.Expr) else float(b))), a.dtype)
     if isinstance(b, ir.Expr) and not isinstance(b, Const):
-        return ir.exp(b * ir.log(a))
+        return _pow_any(a, b)
     e = b.value if isinstance(b, Const) else float(b)
     if e == 1.0:
         return a
@@ -82,7 +100,18 @@ def _pow(a, b):
         return 1.0 / a
     if e == 0.0:
         return a * 0.0 + 1.0
+    if float(e).is_integer():
+        return _pow_any(a, ir.const(e, a.dtype))
     return ir.exp(ir.log(a) * e)
+
+
+def _div(a, b):
+    """``a / b``; on integers truncated toward zero (C's and ONNX's integer Div; by zero: 0)."""
+    if a.dtype.is_float:
+        return a / b
+    q = a // b
+    zero = ir.const(0, a.dtype)
+    return ir.if_then_else((a % b != zero) & ((a < zero) != (b < zero)), q + 1, q)
 
 
 def _fmod(a, b):
@@ -96,7 +125,7 @@ BINARY = {
     Op.ADD: lambda a, b: a + b,
     Op.SUB: lambda a, b: a - b,
     Op.MUL: lambda a, b: a * b,
-    Op.DIV: lambda a, b: a / b,
+    Op.DIV: _div,
     Op.POW: _pow,
     Op.MOD: lambda a, b: a % b,
     Op.FMOD: _fmod,

@@ -129,7 +129,10 @@ def _fold_numpy(node: Node, arrays: list):
         idx = arrays[1].astype(np.int64)
         if idx.size and (idx.min() < -n or idx.max() >= n):
             raise IndexError(f"GatherElements indices out of range [{-n}, {n})")
-        return np.take_along_axis(arrays[0], np.where(idx < 0, idx + n, idx), at["axis"])
+        # the indices may be smaller than the data off the axis: only that corner is read
+        data = arrays[0][tuple(slice(None) if d == at["axis"] else slice(0, s)
+                               for d, s in enumerate(idx.shape))]
+        return np.take_along_axis(data, np.where(idx < 0, idx + n, idx), at["axis"])
     if op is Op.SLICE:
         sl = tuple(slice(s, s + st * n if s + st * n >= 0 else None, st)
                    for s, st, n in zip(at["starts"], at["steps"], at["shape"]))

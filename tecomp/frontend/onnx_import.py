@@ -141,7 +141,12 @@ def _check(proto, where: str) -> None:
 
 def _static_shape(vi, shapes: dict, where: str) -> tuple:
     if vi.name in shapes:
-        return tuple(int(s) for s in shapes[vi.name])
+        dims = shapes[vi.name]
+        if isinstance(dims, (str, bytes)) or not hasattr(dims, "__iter__") or any(
+                isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
+            raise ModelError(f"{where}: shapes[{vi.name!r}] must be a sequence of integers, got "
+                             f"{dims!r}")
+        return tuple(int(s) for s in dims)
     tt = vi.type.tensor_type
     if not tt.HasField("shape"):
         raise ModelError(f"{where}: graph input {vi.name!r} has no shape; pass "
@@ -202,6 +207,9 @@ def from_onnx(model, shapes: dict | None = None, name: str | None = None,
     opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=1)
     m = Model(name or (os.path.splitext(os.path.basename(where))[0] if where[0] != "<"
                        else g.name or "model"))
+    if shapes is not None and not isinstance(shapes, dict):
+        raise TypeError(f"shapes= must be a dict {{input name: shape}}, got "
+                        f"{type(shapes).__name__}")
     shapes = dict(shapes or {})
     for init in g.initializer:
         try:

@@ -233,3 +233,77 @@ def test_integer_mod_takes_the_sign_onnx_asks_for(fmod):
                        {"a": ([3, 5], np.int64), "b": ([5], np.int64)}, {"y": ([3, 5], np.int64)})
     a = np.array([[7, -7, 7, -7, 0], [5, -6, 9, 13, -1], [1, 2, -3, 4, 100]], np.int64)
     check(proto, feeds={"a": a, "b": np.array([3, 3, -3, -3, 7], np.int64)})
+
+
+FIXES = {  # cases a random-graph fuzz found wrong or rejected
+    "flatten_negative_axis": one("Flatten", {"x": [5, 4, 5, 4]}, [5, 80], axis=-3),
+    "gather_elements_const_smaller_indices": one(
+        "GatherElements", {"x": [1, 3]}, [1, 3], {"d": w(2, 5), "i": np.array([[0, 4, -1]])},
+        ins=["d", "i"], axis=1),
+    "reduce_sum_empty_axes_input": one("ReduceSum", {"x": [3, 4]}, [1, 1],
+                                       {"a": np.zeros(0, np.int64)}, opset=14),
+    "reduce_mean_empty_axes_input": one("ReduceMean", {"x": [3, 4]}, [1, 1],
+                                        {"a": np.zeros(0, np.int64)}, opset=18),
+    "reduce_sum_of_a_scalar": one("ReduceSum", {"x": []}, [], opset=14),
+    "reduce_l2_of_a_scalar": one("ReduceL2", {"x": []}, [], opset=13),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXES))
+def test_fuzz_found_cases(name):
+    proto = FIXES[name]
+    if name == "gather_elements_const_smaller_indices":  # all-constant: folded; add an input
+        proto = make_model([node("GatherElements", ["d", "i"], ["g"], axis=1),
+                            node("Add", ["x", "g"])], {"x": [1, 3]}, {"y": [1, 3]},
+                           {"d": w(2, 5), "i": np.array([[0, 4, -1]])})
+    check(proto)
+
+
+def test_pow_of_negative_bases_and_integer_div_and_pow():
+    a = np.array([-2.0, -7.0, 3.0, -0.5, 0.0, 2.0, -2.0], np.float32)
+    e = np.array([3.0, 2.0, 2.0, 2.0, 0.0, -1.0, 0.5], np.float32)
+    proto = make_model([node("Pow", ["a", "e"])], {"a": [7], "e": [7]}, {"y": [7]})
+    cm = tc.compile_model(tc.from_onnx(proto))
+    with np.errstate(invalid="ignore"):  # (-2) ** 0.5 is NaN
+        want = np.power(a, e)
+    np.testing.assert_allclose(cm(a, e), want, rtol=1e-5, equal_nan=True)
+    ints = {"a": ([6], np.int64), "b": ([6], np.int64)}
+    ia = np.array([7, -7, 7, -7, 0, 5], np.int64)
+    ib = np.array([2, 2, -2, -2, 3, -3], np.int64)
+    div = tc.compile_model(tc.from_onnx(make_model([node("Div", ["a", "b"])], ints,
+                                                   {"y": ([6], np.int64)})))
+    np.testing.assert_array_equal(div(ia, ib), np.trunc(ia / ib).astype(np.int64))
+    pw = tc.compile_model(tc.from_onnx(make_model([node("Pow", ["a", "b"])], ints,
+                                                  {"y": ([6], np.int64)})))
+    np.testing.assert_array_equal(pw(ia, np.abs(ib)), np.power(ia, np.abs(ib)))
+
+
+def test_reduce_log_sum_exp_of_a_row_of_minus_infinity():
+    proto = one("ReduceLogSumExp", {"x": [2, 3]}, [2], {"a": i64(1)}, keepdims=0, opset=18)
+    x = np.array([[-np.inf] * 3, [0.0, 1.0, 2.0]], np.float32)
+    got = tc.compile_model(tc.from_onnx(proto))(x)
+    assert got[0] == -np.inf and np.isclose(got[1], np.log(np.exp([0, 1, 2]).sum()))
+
+
+def test_one_value_listed_as_two_outputs_gives_two_arrays():
+    proto = make_model([node("Relu", ["x"], ["r"])], {"x": [3]}, {"r": [3]})
+    proto.graph.output.append(proto.graph.output[0])
+    a, b = tc.compile_model(tc.from_onnx(proto))(np.ones(3, np.float32))
+    a[0] = 100
+    assert b[0] == 1 and a is not b
+
+
+@pytest.mark.parametrize("shapes, match", [({"x": 4}, "sequence of integers"),
+                                           ({"x": "1x4"}, "sequence of integers"),
+                                           ({"x": (2.5, 4)}, "sequence of integers"),
+                                           ([("x", (1, 4))], "shapes= must be a dict")])
+def test_bad_shapes_argument_names_the_input(shapes, match):
+    proto = make_model([node("Relu", ["x"], ["y"])], {"x": ["n", 4]}, {"y": ["n", 4]})
+    with pytest.raises((ModelError, TypeError), match=match):
+        tc.from_onnx(proto, shapes=shapes)
+
+
+def test_layout_names_in_any_case():
+    proto = make_model([node("Relu", ["x"], ["y"])], {"x": [1, 4]}, {"y": [1, 4]})
+    for name in ("AUTO", "auto", "nhwc", "NCHW"):
+        tc.from_onnx(proto, layout=name)
