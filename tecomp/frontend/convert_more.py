@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .activations import DEFAULTS, Activation
-from .convert_nn import parse_axes
+from .convert_nn import fold_inputs, parse_axes
 from .graph import Op
 from .lower_nn import PoolKind, Reduction
 
@@ -52,9 +52,7 @@ def mean(ctx, node, attrs):
     if len(ins) == 1:
         ctx.alias(node.output[0], ins[0])
         return
-    y = ins[0]
-    for i in ins[1:]:
-        y = ctx.emit(Op.ADD, [y, i], {})
+    y = fold_inputs(ctx, Op.ADD, ins)
     ctx.emit(Op.MUL, [y, _scalar(ctx, 1.0 / len(ins), ins[0])], {}, node.output[0])
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from .graph import Op
 from .lower_nn import PoolKind, Reduction
 
-__all__ = ["NN_CONVERTERS", "parse_axes", "as_2d", "squeeze_h"]
+__all__ = ["NN_CONVERTERS", "parse_axes", "as_2d", "squeeze_h", "fold_inputs"]
 
 
 def _spatial_pads(ctx, attrs, in_hw, kernel, strides, dilations) -> tuple:
@@ -280,15 +280,19 @@ def where(ctx, node, attrs):
     ctx.emit(Op.WHERE, [c, a, b], {}, node.output[0])
 
 
+def fold_inputs(ctx, op: Op, ins: list, out=None) -> str:
+    """``ins[0] op ins[1] op ...`` as a chain of binary nodes, the last one named ``out``."""
+    if len(ins) == 1:
+        return ctx.alias(out, ins[0]) if out else ins[0]
+    y = ins[0]
+    for k, i in enumerate(ins[1:]):
+        y = ctx.emit(op, [y, i], {}, out if k == len(ins) - 2 else None)
+    return y
+
+
 def _variadic(op: Op):
     def convert(ctx, node, attrs):
-        ins = [i for i in node.input if i]
-        if len(ins) == 1:
-            ctx.alias(node.output[0], ins[0])
-            return
-        y = ins[0]
-        for k, i in enumerate(ins[1:]):
-            y = ctx.emit(op, [y, i], {}, node.output[0] if k == len(ins) - 2 else None)
+        fold_inputs(ctx, op, [i for i in node.input if i], node.output[0])
     return convert
 
 

@@ -34,6 +34,18 @@ def make_model(nodes, inputs, outputs, inits=None, opset=17):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
+def node(op, ins, outs=("y",), **attrs):
+    """An ONNX node of ``op`` (output ``y`` unless ``outs`` says otherwise)."""
+    return helper.make_node(op, list(ins), list(outs), **attrs)
+
+
+def one(op, inputs, out_shape, inits=None, opset=17, ins=None, **attrs):
+    """A model of one ``op`` node: ``inputs`` then the initializers ``inits`` as its inputs (or
+    ``ins``), output ``y`` of ``out_shape``."""
+    names = list(ins or (list(inputs) + list(inits or {})))
+    return make_model([node(op, names, **attrs)], inputs, {"y": out_shape}, inits, opset)
+
+
 def random_inputs(proto, rng, int_high=None):
     feeds = {}
     for vi in proto.graph.input:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx_util import check, make_model
+from onnx_util import check, make_model, node, one
 
 import tecomp as tc
 from tecomp.frontend import ModelError
@@ -17,15 +17,6 @@ rng = np.random.default_rng(7)
 
 def w(*shape, scale=0.3):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-
-def node(op, ins, outs=("y",), **attrs):
-    return helper.make_node(op, list(ins), list(outs), **attrs)
-
-
-def one(op, inputs, out_shape, inits=None, opset=17, ins=None, **attrs):
-    names = list(ins or (list(inputs) + list(inits or {})))
-    return make_model([node(op, names, **attrs)], inputs, {"y": out_shape}, inits, opset)
 
 
 def i64(*v):
