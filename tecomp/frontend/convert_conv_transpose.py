@@ -11,7 +11,7 @@ import numpy as np
 from .convert_nn import as_2d, squeeze_h
 from .graph import Op
 
-__all__ = ["conv_transpose", "transposed_conv_weight"]
+__all__ = ["conv_transpose", "transposed_conv_weight", "phase_weight"]
 
 
 def transposed_conv_weight(w: np.ndarray, groups: int) -> np.ndarray:
@@ -59,6 +59,8 @@ def _conv_t2d(ctx, src: str, w: np.ndarray, bias: list, attrs, out) -> str:
     if any(o >= max(st, dd) for o, st, dd in zip(op, s, d)) or min(s + d) < 1 or min(op) < 0:
         ctx.fail(f"output_padding {list(op)} must be below the stride {list(s)} or dilation")
     pt, pl, pb, pr = _pads(ctx, attrs, (h, wd), kernel, s, d, op)
+    if s != (1, 1) and d == (1, 1):
+        return _by_phases(ctx, src, w, bias, g, s, op, (pt, pl, pb, pr), out)
     y = src
     if s != (1, 1):  # zeros between the elements: [.., h, 1, w, 1] padded to [.., h, s, w, s]
         y = ctx.emit(Op.RESHAPE, [y], {"shape": (n, c, h, 1, wd, 1)})
@@ -82,6 +84,55 @@ def _conv_t2d(ctx, src: str, w: np.ndarray, bias: list, attrs, out) -> str:
     return ctx.emit(Op.CONV2D, [y, wc] + bias,
                     {"strides": (1, 1), "pads": tuple(max(v, 0) for v in sides),
                      "dilations": d, "groups": g}, out)
+
+
+def phase_weight(w: np.ndarray, groups: int, stride: tuple) -> np.ndarray:
+    """ConvTranspose's weight ``[C_in, C_out / g, kh, kw]`` as one stride-1 convolution's that
+    computes every output phase: ``[g * s_h * s_w * C_out / g, C_in / g, M_h, M_w]``, output
+    channels ordered (group, phase row, phase column, channel); phase ``(r_h, r_w)`` holds the
+    taps ``r + s * m``, flipped, zero past the kernel (``M = ceil(k / s)``)."""
+    c, og, kh, kw = w.shape
+    cg = c // groups
+    m = (-(-kh // stride[0]), -(-kw // stride[1]))
+    wp = np.zeros((c, og, m[0] * stride[0], m[1] * stride[1]), w.dtype)
+    wp[:, :, :kh, :kw] = w
+    return np.concatenate([transposed_conv_weight(wp[gi * cg:(gi + 1) * cg, :, ry::stride[0],
+                                                     rx::stride[1]], 1)
+                           for gi in range(groups) for ry in range(stride[0])
+                           for rx in range(stride[1])])
+
+
+def _by_phases(ctx, src: str, w: np.ndarray, bias: list, g: int, s: tuple, op: tuple,
+               pads: tuple, out) -> str:
+    """The transposed convolution as one stride-1 convolution whose output channels are its
+    ``s_h * s_w`` output phases (the outputs ``s * q + r``, :func:`phase_weight`): no multiply
+    meets an inserted zero (the zero-insertion form does ``s_h * s_w`` times the work), and a
+    kernel not a multiple of the stride costs only its phases' padding to ``ceil(k / s)`` taps.
+    The phases are interleaved into ``[.., Q * s, ..]`` (the input padded by ``M - 1`` before and
+    to ``Q`` rows after), the pads cropped, and the bias added."""
+    n, c, h, wd = ctx.value(src).shape
+    kh, kw = w.shape[2:]
+    full = (s[0] * (h - 1) + kh + op[0], s[1] * (wd - 1) + kw + op[1])
+    q = (-(-full[0] // s[0]), -(-full[1] // s[1]))
+    og = w.shape[1]
+    wc = phase_weight(w, g, s)
+    mh, mw = wc.shape[2:]
+    y = ctx.emit(Op.CONV2D, [src, ctx.add_const(wc, f"{src}_phase_weight")],
+                 {"strides": (1, 1), "dilations": (1, 1), "groups": g,
+                  "pads": (mh - 1, mw - 1, q[0] - h, q[1] - wd)})
+    y = ctx.emit(Op.RESHAPE, [y], {"shape": (n, g, s[0], s[1], og, q[0], q[1])})
+    y = ctx.emit(Op.TRANSPOSE, [y], {"perm": (0, 1, 4, 5, 2, 6, 3)})
+    y = ctx.emit(Op.RESHAPE, [y], {"shape": (n, g * og, q[0] * s[0], q[1] * s[1])})
+    pt, pl, pb, pr = pads
+    size = (n, g * og, full[0] - pt - pb, full[1] - pl - pr)
+    if min(size) < 1:
+        ctx.fail(f"pads {list(pads)} leave no output")
+    y = ctx.emit(Op.SLICE, [y], {"starts": (0, 0, pt, pl), "steps": (1, 1, 1, 1),
+                                 "shape": size}, None if bias else out)
+    if bias:
+        b = ctx.emit(Op.RESHAPE, bias, {"shape": (g * og, 1, 1)})
+        y = ctx.emit(Op.ADD, [y, b], {}, out)
+    return y
 
 
 def conv_transpose(ctx, node, attrs):
