@@ -60,6 +60,9 @@ class _Lowering:
                 self.offsets[id(s.tensor)] = [r[0] for r in s.region]
                 self.attached.setdefault(s.attach, []).append(sid)
             scope = Scope.GLOBAL if id(s.tensor) in self.args else s.scope
+            if scope is Scope.GLOBAL and s.location is ComputeLocation.AT \
+                    and _under_threads(state, s):
+                scope = Scope.LOCAL  # computed per thread (TVM's rule): in registers
             strides = aligned_strides(shape, s.align)
             if strides is None and s.location is ComputeLocation.AT and s.scope is Scope.LOCAL:
                 strides = loop_order_strides(s, shape)
@@ -212,6 +215,19 @@ class _Lowering:
             return True
         return any(self.has_shared(pid) for (a, _), pids in self.attached.items() if a == sid
                    for pid in pids)
+
+
+def _under_threads(state, s) -> bool:
+    """Whether stage ``s`` is computed inside a loop bound to a thread (or virtual thread)."""
+    seen = set()
+    while s.location is ComputeLocation.AT and id(s) not in seen:
+        seen.add(id(s))
+        t, k = s.attach
+        s = state.stages[t]
+        if any(it.annotation in _THREAD_AXES or it.annotation is Annotation.VTHREAD
+               for it in s.iters[:k + 1]):
+            return True
+    return False
 
 
 def _check_binds(stage) -> None:

@@ -231,10 +231,13 @@ class GPUTiling(SketchRule):
 
     def apply(self, p, sid, task):
         out = []
-        for shared in (True, False):
+        # the shared-memory variant caches the inputs at a reduction loop: only for a reduction
+        shared_too = bool(p.state.stages[sid].op.reduce_axes)
+        for shared in (True, False) if shared_too else (False,):
             q = p.copy()
             cid = an.fusible_consumer(q.state, sid)
-            if cid is None or q.state.stages[cid].relations:
+            # an output is written whole to global memory: never computed inside its consumer
+            if cid is None or q.state.stages[cid].relations or an.is_output(q.state, sid):
                 q.apply(CacheWriteStep(sid, Scope.LOCAL))  # the cache at sid, its copy at sid + 1
                 cid = sid + 1
             new = _tile_for_gpu(q, sid, cid, shared)
@@ -249,8 +252,11 @@ class GPUSimpleBind(SketchRule):
 
     def meet(self, p, sid, task):
         s = p.state.stages[sid]
+        # a reduction whose bounds depend on the output index (a cumsum) runs serially per
+        # thread as any other; only a ragged output domain cannot be fused and split
         if s.is_placeholder or s.relations or s.location is not ComputeLocation.ROOT \
-                or _data_dependent(p.state, sid) or s.scope is not Scope.GLOBAL or not s.op.axes:
+                or s.op.is_ragged or s.scope is not Scope.GLOBAL or not s.op.axes \
+                or any(a.const_extent is None for a in s.op.axes):
             return RuleResult.SKIP
         if _fusion_target(p.state, sid):
             return RuleResult.SKIP  # the tiled producer binds it
@@ -268,7 +274,7 @@ def _fusion_target(state, sid):
         s = state.stages[k]
         if not s.is_placeholder and s.location is ComputeLocation.ROOT and not s.relations \
                 and not _data_dependent(state, k) and an.needs_multi_level_tiling(state, k) \
-                and an.fusible_consumer(state, k) == sid:
+                and not an.is_output(state, k) and an.fusible_consumer(state, k) == sid:
             return True
     return False
 

@@ -169,3 +169,61 @@ def test_search_task_cuda_asks_scored_candidates():
     assert len(picked) == 4 and len({c.key for c in picked}) == 4
     for c in picked:
         assert gpu_usage(c.state).fits(task.hardware)
+
+
+def _fuzz_dags():
+    """DAGs a GPU search fuzz found without a valid sketch (or crashing the sketch rules)."""
+    out = {}
+    a, b = tc.placeholder((13,), name="a"), tc.placeholder((7,), name="b")
+    out["outer product (reuse, no reduction)"] = (
+        [a, b, tc.compute((13, 7), lambda i, j: a[i] * b[j], name="C")],
+        lambda x: np.outer(x[0], x[1]))
+    X = tc.placeholder((5, 9), name="X")
+    k = tc.reduce_axis(9, name="k")
+    mx = tc.compute((5,), lambda i: tc.max(X[i, k], axis=k), name="mx")
+    k2 = tc.reduce_axis(9, name="k2")
+    se = tc.compute((5,), lambda i: tc.sum(tc.exp(X[i, k2] - mx[i]), axis=k2), name="se")
+    ls = tc.compute((5, 9), lambda i, j: X[i, j] - mx[i] - tc.log(se[i]), name="ls")
+    out["log-softmax"] = ([X, ls], lambda x: x[0] - x[0].max(1, keepdims=True) - np.log(
+        np.exp(x[0] - x[0].max(1, keepdims=True)).sum(1, keepdims=True)))
+    A, B = tc.placeholder((8, 6), name="A"), tc.placeholder((6, 8), name="B")
+    r = tc.reduce_axis(6, name="r")
+    C = tc.compute((8, 8), lambda i, j: tc.sum(A[i, r] * B[r, j], axis=r), name="C")
+    D = tc.compute((8, 8), lambda i, j: tc.maximum(C[i, j], 0.0), name="D")
+    out["relu(matmul), two stages"] = ([A, B, D], lambda x: np.maximum(x[0] @ x[1], 0))
+    out["matmul and its relu, both outputs"] = ([A, B, C, D], lambda x: x[0] @ x[1])
+    V = tc.placeholder((11,), name="V")
+    cs = tc.compute((11,), lambda i: _cumsum(V, i), name="cs")
+    out["1-d cumsum"] = ([V, cs], lambda x: np.cumsum(x[0]))
+    return out
+
+
+def _cumsum(V, i):
+    t = tc.reduce_axis((0, i + 1), name="t")
+    return tc.sum(V[t], axis=t)
+
+
+@pytest.mark.parametrize("case", sorted(_fuzz_dags()))
+def test_gpu_sketches_of_fuzz_found_dags_emulate_correctly(case):
+    tensors, ref = _fuzz_dags()[case]
+    dag = tc.ComputeDAG(tensors)
+    task = SearchTask(dag, target="cuda")
+    sks = generate_sketches(task)
+    assert sks
+    rng = np.random.default_rng(0)
+    x = [rng.standard_normal(t.shape).astype(np.float32) for t in dag.inputs]
+    built = 0
+    for i, sk in enumerate(sks):
+        for seed in range(3):
+            c = materialize(task, i, sk, {}, np.random.default_rng(seed))
+            if c is None:
+                continue
+            got = tc.build(dag, "cuda", schedule=c.state).emulate(*x)
+            want = ref(x)
+            if isinstance(got, tuple):  # (C, D): C against the reference, D = relu(C)
+                np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4)
+                np.testing.assert_allclose(got[1], np.maximum(want, 0), rtol=1e-4, atol=1e-4)
+            else:
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+            built += 1
+    assert built >= 2, built
