@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 
 FLOAT, I32 = ir.FloatType(), ir.IntType(32)  # (llvm_expr imports this module)
 
-__all__ = ["exp_f32", "log_f32", "tanh_f32"]
+__all__ = ["exp_f32", "log_f32", "tanh_f32", "fmuladd", "splat"]
 
 _LOG2E = 1.44269504088896341
 _C1 = 0.693359375            # ln 2 = _C1 - _C2, _C1 exact in few bits: n * _C1 is exact
@@ -46,17 +46,17 @@ def _pow2(b, n_int: ir.Value) -> ir.Value:
 def exp_f32(em, x: ir.Value) -> ir.Value:
     """``exp(x)`` for a float32 (or vector of float32) ``x`` at ``em``'s builder."""
     b = em.b
-    xc = em.call_intr("llvm.maxnum", em.call_intr("llvm.minnum", x, _splat(em, x, _HI)),
-                      _splat(em, x, _LO))
+    xc = em.call_intr("llvm.maxnum", em.call_intr("llvm.minnum", x, splat(em, x, _HI)),
+                      splat(em, x, _LO))
     n = em.call_intr("llvm.rint", b.fmul(xc, FLOAT(_LOG2E)))
     # fmuladd: fused where the target has FMA (a third fewer operations in the polynomial),
     # separate where not; scalar and vector code of one target still agree
-    r = _fma(em, n, _splat(em, x, -_C1), xc)
-    r = _fma(em, n, _splat(em, x, -_C2), r)
-    p = _splat(em, x, _POLY[0])
+    r = fmuladd(em, n, splat(em, x, -_C1), xc)
+    r = fmuladd(em, n, splat(em, x, -_C2), r)
+    p = splat(em, x, _POLY[0])
     for c in _POLY[1:]:
-        p = _fma(em, p, r, _splat(em, x, c))
-    y = b.fadd(_fma(em, p, b.fmul(r, r), r), FLOAT(1.0))
+        p = fmuladd(em, p, r, splat(em, x, c))
+    y = b.fadd(fmuladd(em, p, b.fmul(r, r), r), FLOAT(1.0))
     ni = b.fptosi(n, I32)
     half = b.ashr(ni, I32(1))              # floor(n / 2): both halves stay within [-75, 65]
     y = b.fmul(b.fmul(y, _pow2(b, half)), _pow2(b, b.sub(ni, half)))
@@ -76,7 +76,7 @@ def log_f32(em, x: ir.Value) -> ir.Value:
     """``log(x)`` for a float32 (or vector of float32) ``x``: NaN for x < 0 or NaN, -inf at 0,
     +inf at +inf."""
     b = em.b
-    sub = b.fcmp_ordered("<", x, _splat(em, x, _FLT_MIN))
+    sub = b.fcmp_ordered("<", x, splat(em, x, _FLT_MIN))
     xs = b.select(sub, b.fmul(x, FLOAT(8388608.0)), x)     # subnormals times 2^23
     bits = b.bitcast(xs, I32)
     e = b.sub(b.lshr(bits, I32(23)), I32(126))
@@ -87,17 +87,17 @@ def log_f32(em, x: ir.Value) -> ir.Value:
     m = b.fsub(b.select(small, b.fadd(m, m), m), FLOAT(1.0))
     ef = b.sitofp(e, FLOAT)
     z = b.fmul(m, m)
-    p = _splat(em, x, _LOG_POLY[0])
+    p = splat(em, x, _LOG_POLY[0])
     for c in _LOG_POLY[1:]:
-        p = _fma(em, p, m, _splat(em, x, c))
+        p = fmuladd(em, p, m, splat(em, x, c))
     y = b.fmul(b.fmul(p, m), z)
-    y = _fma(em, ef, _splat(em, x, _C2), y)
-    y = _fma(em, z, _splat(em, x, -0.5), y)
-    r = _fma(em, ef, _splat(em, x, _C1), b.fadd(m, y))
+    y = fmuladd(em, ef, splat(em, x, _C2), y)
+    y = fmuladd(em, z, splat(em, x, -0.5), y)
+    r = fmuladd(em, ef, splat(em, x, _C1), b.fadd(m, y))
     inf = float("inf")
     r = b.select(b.fcmp_ordered("==", x, FLOAT(inf)), x, r)
-    r = b.select(b.fcmp_ordered("==", x, FLOAT(0.0)), _splat(em, x, -inf), r)
-    return b.select(b.fcmp_unordered("<", x, FLOAT(0.0)), _splat(em, x, float("nan")), r)
+    r = b.select(b.fcmp_ordered("==", x, FLOAT(0.0)), splat(em, x, -inf), r)
+    return b.select(b.fcmp_unordered("<", x, FLOAT(0.0)), splat(em, x, float("nan")), r)
 
 
 def tanh_f32(em, x: ir.Value) -> ir.Value:
@@ -105,10 +105,10 @@ def tanh_f32(em, x: ir.Value) -> ir.Value:
     b = em.b
     a = em.call_intr("llvm.fabs", x)
     s = b.fmul(x, x)
-    p = _splat(em, x, _TANH_POLY[0])
+    p = splat(em, x, _TANH_POLY[0])
     for c in _TANH_POLY[1:]:
-        p = _fma(em, p, s, _splat(em, x, c))
-    near = _fma(em, b.fmul(p, s), x, x)
+        p = fmuladd(em, p, s, splat(em, x, c))
+    near = fmuladd(em, b.fmul(p, s), x, x)
     near = b.select(b.fcmp_ordered("==", x, FLOAT(0.0)), x, near)   # keeps -0's sign
     # exp(2|x|) is +inf beyond |x| ~ 44, and 2 / inf = 0 gives 1 there
     far = b.fsub(FLOAT(1.0), b.fdiv(FLOAT(2.0), b.fadd(exp_f32(em, b.fadd(a, a)), FLOAT(1.0))))
@@ -116,12 +116,12 @@ def tanh_f32(em, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_ordered(">=", a, FLOAT(0.625)), far, near)
 
 
-def _fma(em, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+def fmuladd(em, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
     """``a * b + c``, fused where the target has FMA (``llvm.fmuladd``)."""
     return em.call_intr("llvm.fmuladd", a, b, c)
 
 
-def _splat(em, x: ir.Value, c: float) -> ir.Value:
+def splat(em, x: ir.Value, c: float) -> ir.Value:
     """The constant ``c`` in the type of ``x`` (intrinsic operands are not lifted by the builder)."""
     if isinstance(x.type, ir.VectorType):
         return ir.Constant(x.type, [c] * x.type.count)

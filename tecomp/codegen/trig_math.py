@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .cpu_math import FLOAT, I32, _fma, _splat
+from .cpu_math import FLOAT, I32, fmuladd, splat
 
 __all__ = ["sin_f32", "cos_f32"]
 
@@ -32,7 +32,7 @@ def _const_int(x: ir.Value, v: int) -> ir.Value:
 
 def _sincos(em, x: ir.Value, cosine: bool) -> ir.Value:
     b = em.b
-    a = em.call_intr("llvm.minnum", em.call_intr("llvm.fabs", x), _splat(em, x, _BIG))
+    a = em.call_intr("llvm.minnum", em.call_intr("llvm.fabs", x), splat(em, x, _BIG))
     ity = ir.VectorType(I32, x.type.count) if isinstance(x.type, ir.VectorType) else I32
     j = b.fptosi(b.fmul(a, FLOAT(_FOPI)), ity)
     j = b.add(j, b.and_(j, _const_int(x, 1)))           # the octant made even
@@ -40,30 +40,30 @@ def _sincos(em, x: ir.Value, cosine: bool) -> ir.Value:
     j = b.and_(j, _const_int(x, 7))
     high = b.icmp_signed(">", j, _const_int(x, 3))       # octants 4..7: the sign flips
     j = b.select(high, b.sub(j, _const_int(x, 4)), j)
-    r = _fma(em, y, _splat(em, x, -_DP[0]), a)
-    r = _fma(em, y, _splat(em, x, -_DP[1]), r)
-    r = _fma(em, y, _splat(em, x, -_DP[2]), r)
+    r = fmuladd(em, y, splat(em, x, -_DP[0]), a)
+    r = fmuladd(em, y, splat(em, x, -_DP[1]), r)
+    r = fmuladd(em, y, splat(em, x, -_DP[2]), r)
     z = b.fmul(r, r)
-    ps = _splat(em, x, _SIN_P[0])
+    ps = splat(em, x, _SIN_P[0])
     for c in _SIN_P[1:]:
-        ps = _fma(em, ps, z, _splat(em, x, c))
-    s = _fma(em, b.fmul(ps, z), r, r)
-    pc = _splat(em, x, _COS_P[0])
+        ps = fmuladd(em, ps, z, splat(em, x, c))
+    s = fmuladd(em, b.fmul(ps, z), r, r)
+    pc = splat(em, x, _COS_P[0])
     for c in _COS_P[1:]:
-        pc = _fma(em, pc, z, _splat(em, x, c))
-    c = b.fadd(_fma(em, b.fmul(pc, z), z, b.fmul(z, FLOAT(-0.5))), FLOAT(1.0))
+        pc = fmuladd(em, pc, z, splat(em, x, c))
+    c = b.fadd(fmuladd(em, b.fmul(pc, z), z, b.fmul(z, FLOAT(-0.5))), FLOAT(1.0))
     mid = b.or_(b.icmp_signed("==", j, _const_int(x, 1)), b.icmp_signed("==", j, _const_int(x, 2)))
     if cosine:  # cos: the sine polynomial in octants 1, 2; negative in 2..5
         v = b.select(mid, s, c)
         neg = b.xor(high, b.icmp_signed(">", j, _const_int(x, 1)))
     else:       # sin: the cosine polynomial in octants 1, 2; odd in x, negative in 4..7
         v = b.select(mid, c, s)
-        neg = b.xor(high, b.fcmp_ordered("<", x, _splat(em, x, 0.0)))
+        neg = b.xor(high, b.fcmp_ordered("<", x, splat(em, x, 0.0)))
     v = b.select(neg, b.fneg(v), v)
     if not cosine:  # sin(-0) is -0
-        v = b.select(b.fcmp_ordered("==", x, _splat(em, x, 0.0)), x, v)
+        v = b.select(b.fcmp_ordered("==", x, splat(em, x, 0.0)), x, v)
     bad = b.fcmp_unordered("uno", x, b.fsub(x, x))       # NaN or +-inf: inf - inf is NaN
-    return b.select(bad, _splat(em, x, float("nan")), v)
+    return b.select(bad, splat(em, x, float("nan")), v)
 
 
 def sin_f32(em, x: ir.Value) -> ir.Value:
