@@ -21,9 +21,10 @@ from onnx import helper, numpy_helper
 import tecomp as tc
 from tecomp.bench.onnx_peers import ort_configs
 from tecomp.bench.peak import measure_peak
+from tecomp.bench.peers import conv_transpose2d_peers
 from tecomp.bench.protocol import TECOMP, Config
 from tecomp.bench.report import geomean, print_header, run_comparison
-from tecomp.bench.threads import tecomp_threads, thread_counts, torch_threads
+from tecomp.bench.threads import tecomp_threads, thread_counts
 
 #: name: (C, O, H, k, stride, pad, output_padding)
 LAYERS = {
@@ -43,41 +44,6 @@ def layer_model(c, o, h, k, s, p, op, rng):
                           [helper.make_tensor_value_info("y", 1, [1, o, oh, oh])],
                           [numpy_helper.from_array(w, "W")])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), w, oh
-
-
-def _frozen(torch, w, s, p, op, fmt, tx):
-    """``nn.ConvTranspose2d`` with the weight, ``jit.freeze``d (the weight packed once)."""
-    c, o, k, _ = w.shape
-    m = torch.nn.ConvTranspose2d(c, o, k, stride=s, padding=p, output_padding=op, bias=False)
-    with torch.no_grad():
-        m.weight.copy_(torch.from_numpy(w))
-    frozen = torch.jit.freeze(torch.jit.script(m.eval().to(memory_format=fmt)))
-    with torch.inference_mode():
-        for _ in range(2):  # the profiling executor specializes on the first calls
-            frozen(tx)
-    return frozen
-
-
-def torch_configs(x, w, s, p, op) -> list:
-    """torch eager ``conv_transpose2d`` and a ``jit.freeze``d module, in NCHW and channels_last
-    (input and weight in that format, converted once), at each thread count."""
-    import torch
-    import torch.nn.functional as F
-    cfgs = []
-    for fmt, variant in ((torch.contiguous_format, "NCHW"), (torch.channels_last, "channels_last")):
-        tx = torch.from_numpy(x).contiguous(memory_format=fmt)
-        tw = torch.from_numpy(w).contiguous(memory_format=fmt)
-        fns = {f"eager {variant}": lambda tx=tx, tw=tw: F.conv_transpose2d(
-            tx, tw, stride=s, padding=p, output_padding=op)}
-        fns[f"jit.freeze {variant}"] = lambda tx=tx, m=_frozen(torch, w, s, p, op, fmt, tx): m(tx)
-        for label, fn in fns.items():
-            def run(fn=fn):
-                with torch.inference_mode():
-                    return fn()
-            cfgs += [Config("torch", label, n, run, torch_threads(n),
-                            lambda run=run: run().contiguous().numpy().copy())
-                     for n in thread_counts()]
-    return cfgs
 
 
 def main():
@@ -114,7 +80,7 @@ def main():
             cfgs += [Config(TECOMP, f"{layout.value} model", n, lambda cm=cm: cm(x),
                             tecomp_threads(n), lambda cm=cm: cm(x)) for n in thread_counts()]
         cfgs += ort_configs(proto.SerializeToString(), {"x": x}, ref.shape, lambda a: a, "")
-        cfgs += torch_configs(x, w, s, p, op)
+        cfgs += conv_transpose2d_peers(x, w, s, p, op)
         print(f"\n== {name}: C{c} -> O{o}, {h}x{h} -> {oh}x{oh}, k{k} s{s} p{p} op{op} "
               f"(tuned {args.trials} trials: NCHW {tune_s['NCHW']:.0f} s, NHWC "
               f"{tune_s['NHWC']:.0f} s)", flush=True)

@@ -19,7 +19,7 @@ from .protocol import TECOMP, Config
 from .threads import numpy_threads, thread_counts, torch_threads
 
 __all__ = ["tecomp_configs", "matmul_peers", "batch_matmul_peers", "conv2d_peers", "dense_peers",
-           "skipped", "note_skipped", "peers_for", "nchw_oihw"]
+           "conv_transpose2d_peers", "skipped", "note_skipped", "peers_for", "nchw_oihw"]
 
 _SKIPPED: list = []
 
@@ -135,28 +135,53 @@ def conv2d_peers(params: dict, inputs) -> list:
     cfgs = []
     torch = _torch()
     if torch is not None:
-        F = torch.nn.functional
-        back = lambda r: np.ascontiguousarray(to_ours(r.contiguous().numpy()))  # noqa: E731
-        for fmt_name, fmt in (("NCHW", torch.contiguous_format),
-                              ("channels_last", torch.channels_last)):
-            tx = torch.from_numpy(x).contiguous(memory_format=fmt)
-            tw = torch.from_numpy(w).contiguous(memory_format=fmt)
-            cfgs += _torch_cfgs(torch, f"eager {fmt_name}",
-                                lambda tx=tx, tw=tw: F.conv2d(tx, tw, **kw), back)
-            try:
-                mod = _frozen_conv(torch, w, kw, fmt, tx)
-            except Exception as e:  # noqa: BLE001 - a layer jit cannot freeze drops that peer only
-                note_skipped(f"torch jit.freeze {fmt_name}", e)
-                continue
-            cfgs += _torch_cfgs(torch, f"jit.freeze {fmt_name}",
-                                lambda mod=mod, tx=tx: mod(tx), back)
+        o, ig, kh, kwid = w.shape
+
+        def module():
+            return torch.nn.Conv2d(ig * kw["groups"], o, (kh, kwid), bias=False, **kw)
+        cfgs += _torch_layer_cfgs(torch, x, w, lambda tx, tw: torch.nn.functional.conv2d(
+            tx, tw, **kw), module, to_ours)
     cfgs += conv2d_ort(params, x, w, to_ours)
     return cfgs
 
 
-def _frozen_conv(torch, w, kw, fmt, tx):
-    o, ig, kh, kwid = w.shape
-    m = torch.nn.Conv2d(ig * kw["groups"], o, (kh, kwid), bias=False, **kw)
+def conv_transpose2d_peers(x, w, stride: int, padding: int, output_padding: int = 0) -> list:
+    """torch's transposed convolution of NCHW ``x`` by the ``(C_in, C_out, k, k)`` weight ``w``:
+    eager ``conv_transpose2d`` and a ``jit.freeze``d ``nn.ConvTranspose2d``, each in NCHW and
+    channels_last (input and weight converted once). Outputs in NCHW."""
+    torch = _torch()
+    if torch is None:
+        return []
+    c, o, k, _ = w.shape
+    kw = dict(stride=stride, padding=padding, output_padding=output_padding)
+
+    def module():
+        return torch.nn.ConvTranspose2d(c, o, k, bias=False, **kw)
+    return _torch_layer_cfgs(torch, x, w, lambda tx, tw: torch.nn.functional.conv_transpose2d(
+        tx, tw, **kw), module, lambda y: y)
+
+
+def _torch_layer_cfgs(torch, x, w, eager, module, to_ours) -> list:
+    """A torch layer in NCHW and channels_last (input and weight converted once): ``eager(tx, tw)``
+    and ``module()`` (weight ``w``) ``jit.freeze``d, at each thread count."""
+    back = lambda r: np.ascontiguousarray(to_ours(r.contiguous().numpy()))  # noqa: E731
+    cfgs = []
+    for fmt_name, fmt in (("NCHW", torch.contiguous_format), ("channels_last", torch.channels_last)):
+        tx = torch.from_numpy(x).contiguous(memory_format=fmt)
+        tw = torch.from_numpy(w).contiguous(memory_format=fmt)
+        cfgs += _torch_cfgs(torch, f"eager {fmt_name}", lambda tx=tx, tw=tw: eager(tx, tw), back)
+        try:
+            mod = _frozen(torch, module(), w, fmt, tx)
+        except Exception as e:  # noqa: BLE001 - a layer jit cannot freeze drops that peer only
+            note_skipped(f"torch jit.freeze {fmt_name}", e)
+            continue
+        cfgs += _torch_cfgs(torch, f"jit.freeze {fmt_name}", lambda mod=mod, tx=tx: mod(tx), back)
+    return cfgs
+
+
+def _frozen(torch, m, w, fmt, tx):
+    """The module ``m`` with weight ``w``, in memory format ``fmt``, ``jit.freeze``d (its weight
+    packed once) and called twice on ``tx``."""
     with torch.no_grad():
         m.weight.copy_(torch.from_numpy(w))
     m = m.eval().to(memory_format=fmt)

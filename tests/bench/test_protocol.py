@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tecomp.bench import TECOMP, Config, compare, settle
-from tecomp.bench.peers import conv2d_peers, dense_peers, matmul_peers
+from tecomp.bench.peers import conv2d_peers, conv_transpose2d_peers, dense_peers, matmul_peers
 from tecomp.bench.report import check_output, run_comparison
 
 
@@ -74,6 +74,17 @@ def test_conv_peers_compute_the_layer_in_our_layout(layout):
     wl = W.conv2d(1, 8, 9, 9, 16, 3, 3, stride=2, padding=1, layout=layout)
     x = wl.make_inputs(np.random.default_rng(0))
     _peer_outputs_match(conv2d_peers(wl.params, x), wl.reference(x)[0])
+
+
+def test_transposed_conv_peers_compute_the_layer_eager_and_frozen_in_both_formats():
+    pytest.importorskip("torch")
+    from tecomp.testing.operator_suite import conv2d_transpose
+    case = conv2d_transpose(1, 6, 5, 4, 4, 2, 1)  # C6 -> 4, 5x5 -> 10x10, k4 s2 p1
+    x = case.make_inputs(np.random.default_rng(0))
+    cfgs = conv_transpose2d_peers(x[0], x[1], 2, 1)
+    assert {c.variant for c in cfgs} == {"eager NCHW", "eager channels_last",
+                                         "jit.freeze NCHW", "jit.freeze channels_last"}
+    _peer_outputs_match(cfgs, case.reference(x)[0])
 
 
 def test_matmul_and_dense_peers_compute_the_product():
