@@ -21,6 +21,7 @@ import llvmlite.ir as ir
 
 from ..ir.expr import Const, Load
 from ..ir.loop import For, ForKind, Store
+from ..ir.traverse import substitute
 from .llvm_expr import I1, I32, mem_type, reg_type
 from .llvm_lanes import counted, intrinsic_suffix
 from .vector_plan import access_form, register_bits
@@ -37,6 +38,28 @@ _INNER = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED)
 def _const_loop(s, kinds) -> bool:
     return (isinstance(s, For) and s.kind in kinds and isinstance(s.begin, Const)
             and isinstance(s.extent, Const) and s.thread is None)
+
+
+def squeeze_unit_loops(s: For) -> For:
+    """``s`` without its loops of one iteration (their variables replaced by their first value)
+    when ``s`` is a chain of constant loops, each the only statement of the one above, down to
+    one store; else ``s`` itself. A tile's write-back ``for o { for y in [0, 1) { for x {..} } }``
+    (an NCHW conv's output from a tile vectorized along ``o``) is then the two-loop copy that
+    :func:`transpose_plan` recognizes."""
+    chain, body = [], s
+    while isinstance(body, For):
+        if not _const_loop(body, tuple(ForKind)):
+            return s
+        chain.append(body)
+        body = body.body
+    unit = {x.var: x.begin for x in chain if int(x.extent.value) == 1}
+    if not isinstance(body, Store) or not unit or len(unit) == len(chain):
+        return s
+    out = Store(body.buffer, tuple(substitute(i, unit) for i in body.indices),
+                substitute(body.value, unit))
+    for x in reversed([x for x in chain if int(x.extent.value) != 1]):
+        out = For(x.var, x.begin, x.extent, x.kind, out, x.thread, x.pragmas)
+    return out
 
 
 def transpose_plan(s: For, reg_bits: int):
@@ -101,6 +124,7 @@ def transpose_masks(n: int) -> list:
 def emit_transpose_copy(em, s: For) -> bool:
     """Emit the loop nest ``s`` as blocked register transposes when it is a transposing copy
     (True), else nothing (False). ``em`` is the CPU statement emitter."""
+    s = squeeze_unit_loops(s)
     plan = transpose_plan(s, register_bits())
     if plan is None:
         return False

@@ -195,6 +195,44 @@ def test_small_strides_are_wide_loads(t, st):
     np.testing.assert_array_equal(q, np.where(np.arange(n) % 2 == 1, a[::st], 0).astype(t.np))
 
 
+def _before_guard_page(a: np.ndarray):
+    """A copy of ``a`` whose last byte is the last byte before an unreadable page (a read past
+    its end faults), and the mapping that holds it."""
+    import ctypes
+    import mmap
+    page = mmap.PAGESIZE
+    size = -(-a.nbytes // page) * page + page
+    mm = mmap.mmap(-1, size)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.mprotect(ctypes.c_void_p(base + size - page), page, 0) == 0  # PROT_NONE
+    out = np.frombuffer(mm, a.dtype, a.size, size - page - a.nbytes)
+    out[...] = a
+    return out, mm
+
+
+@pytest.mark.parametrize("t", [dt.float32, dt.float64, dt.int8])
+@pytest.mark.parametrize("st", [2, 3, 4])
+@pytest.mark.parametrize("n", [64, 64 + 3])  # full chunks only (the last one ends the buffer), and
+def test_strided_loads_of_full_chunks_stay_inside_the_buffer(t, st, n):  # a remainder
+    """A chunk with every lane active reads its strided lanes with plain loads of the span
+    between its first and last lane's elements (no masked load); with the buffer ending at the
+    last lane's element, right before an unreadable page, nothing past it is read."""
+    m = (n - 1) * st + 1
+    A = Buffer("A", (m,), t)
+    O = Buffer("O", (n,), t)
+    i = Var("i")
+    k = compile_cpu(PrimFunc("strided", [A, O], loop(i, n, Store(O, (i,), Load(A, (st * i,))), V)))
+    assert " x " in k.source_unoptimized
+    assert "llvm.masked.load" not in k.source_unoptimized
+    a, mm = _before_guard_page(rand(t, m))
+    o = garbage(t, (n,))
+    k.run([a, o])
+    np.testing.assert_array_equal(o, a[::st])
+    del a
+    mm.close()
+
+
 def test_lane_masks_branches_and_guarded_loads():
     """Lane-dependent if/else (masks), a lane-invariant if (branch), a lazy select whose arm would
     read far out of range, a lane-invariant load under a mask, and a select with an invariant
