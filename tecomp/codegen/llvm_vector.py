@@ -23,15 +23,15 @@ from ..ir.expr import Const, Expr, Load, Var
 from ..ir.loop import For, ForKind, IfThenElse, Seq, Stmt, Store
 from ..ir.traverse import walk
 from .llvm_expr import I1, I8, I32, PTR, ExprEmitter, dispatch, ident, mem_type, reg_type
-from .llvm_lanes import LaneBuilder, counted, intrinsic_suffix
+from .llvm_lanes import LaneBuilder, counted, intrinsic_suffix, span_load
 from .vector_plan import access_form, interval_condition, register_bits, vector_plan
 
 __all__ = ["register_bits", "vector_plan", "emit_vector_loop", "VectorEmitter"]
 
 #: full-width chunks up to this many are emitted one after another, more as a loop
 MAX_CHUNKS_UNROLLED = 4
-#: loads whose lanes are up to this many elements apart are a wide masked load and a shuffle
-#: (:meth:`VectorEmitter.strided_load`); wider strides gather
+#: loads whose lanes are up to this many elements apart are plain (or, under a mask, masked)
+#: loads of the span they cover and a shuffle (:meth:`VectorEmitter.strided_load`); wider gather
 MAX_WIDE_STRIDE = 4
 #: chunks of fewer lanes keep masked code for interval conditions: the scalar test and branch cost
 #: more than a short masked load (a 3-lane padding copy per output pixel ran 30% slower)
@@ -191,57 +191,29 @@ class VectorEmitter(ExprEmitter):
         return None if any(self.varying(x) for x in loads) else (st, "guarded")
 
     def strided_load(self, e: Load, vt: ir.VectorType, how: tuple) -> ir.Value:
-        """Lanes ``stride`` elements apart as one masked load of ``n * stride`` contiguous
-        elements and a shuffle that keeps every ``stride``-th (a gather of 16 lanes costs several
-        times two loads and a permute). The wide load's mask holds exactly the lanes' elements
-        (of the active lanes only): it touches nothing that the gather would not."""
+        """Lanes ``stride`` elements apart without a gather (a gather of 16 lanes costs several
+        times two loads and a permute). Every lane active: :func:`.llvm_lanes.span_load`. Under a mask, one
+        masked load of ``n * stride`` contiguous elements whose mask holds exactly the active
+        lanes' elements (it touches nothing that the gather would not), and a shuffle that keeps
+        every ``stride``-th."""
         st, kind = how
         n, t = self.n, e.buffer.dtype
         wide = ir.VectorType(vt.element, n * st)
-        wmask_t = ir.VectorType(I1, n * st)
 
         def access():
             ptr = self.owner.address(e.buffer, e.indices)  # at lane 0 of the chunk
             if self.mask is None:
-                return self.span_load(ptr, vt, st, t.itemsize)
-            else:  # lane i's element is wide lane i * stride; the others stay off
-                off = ir.Constant(ir.VectorType(I1, n), [0] * n)
-                pick = [j // st if j % st == 0 else n for j in range(n * st)]
-                wmask = self.raw.shuffle_vector(self.mask, off,
-                                                ir.Constant(ir.VectorType(I32, n * st), pick))
+                return span_load(self.raw, ptr, vt, st, t.itemsize)
+            # lane i's element is wide lane i * stride; the others stay off
+            off = ir.Constant(ir.VectorType(I1, n), [0] * n)
+            pick = [j // st if j % st == 0 else n for j in range(n * st)]
+            wmask = self.raw.shuffle_vector(self.mask, off,
+                                            ir.Constant(ir.VectorType(I32, n * st), pick))
             w = self.masked("load", wide, [ptr, I32(t.itemsize), wmask, ir.Constant(wide, 0)],
                             wide, PTR)
             return self.raw.shuffle_vector(w, ir.Constant(wide, ir.Undefined), ir.Constant(
                 ir.VectorType(I32, n), [i * st for i in range(n)]))
         return access() if kind == "plain" else self.when_any_lane(access)
-
-    def span_load(self, ptr: ir.Value, vt: ir.VectorType, st: int, align: int) -> ir.Value:
-        """Every lane active: the span from lane 0's element to the last lane's, ``(n - 1) * st
-        + 1`` elements, as plain ``n``-element loads (the last one ending on the last lane's
-        element, overlapping the one before) and one shuffle. Every element loaded lies between
-        two that the lanes read in one flat buffer, so nothing outside it is touched; AVX2 has
-        no cheap masked load (the masked 16-wide load ran a stride-2 read at half the speed of a
-        unit-stride one moving twice the bytes on Zen 1)."""
-        n = self.n
-        span = (n - 1) * st + 1
-        offsets = sorted({min(j * n, span - n) for j in range((span + n - 1) // n)})
-        parts = []
-        for off in offsets:
-            p = ptr if off == 0 else self.raw.gep(ptr, [ir.Constant(ir.IntType(64), off)],
-                                                  inbounds=True, source_etype=vt.element)
-            parts.append(self.raw.load(p, typ=vt, align=align))
-        pick = []
-        for i in range(n):  # element i * st sits in the last part that starts at or before it
-            j = max(k for k, off in enumerate(offsets) if off <= i * st)
-            pick.append(j * n + i * st - offsets[j])
-        while len(parts) > 1:  # concatenate pairwise (a shuffle takes two equal-width vectors)
-            if len(parts) % 2:
-                parts.append(ir.Constant(parts[0].type, ir.Undefined))
-            parts = [self.raw.shuffle_vector(a, b, ir.Constant(
-                ir.VectorType(I32, 2 * len(a.type)), list(range(2 * len(a.type)))))
-                for a, b in zip(parts[::2], parts[1::2])]
-        return self.raw.shuffle_vector(parts[0], ir.Constant(parts[0].type, ir.Undefined),
-                                       ir.Constant(ir.VectorType(I32, n), pick))
 
     def when_any_lane(self, fn):
         """``fn()`` in a block that runs only when some lane of the mask is active; its value, or

@@ -172,7 +172,7 @@ def test_gather_scatter_and_strides():
 @pytest.mark.parametrize("t", [dt.float32, dt.float64, dt.int8])
 @pytest.mark.parametrize("st", [2, 3, 4, 5])
 def test_small_strides_are_wide_loads(t, st):
-    """Lanes 2-4 elements apart are one masked wide load and a shuffle, wider ones a gather; the
+    """Lanes 2-4 elements apart are wide loads and a shuffle, wider ones a gather; the
     buffer ends at the last lane's element, a remainder chunk and a lane mask (odd lanes only)
     included: the result is the scalar loop's."""
     n = 37
