@@ -96,15 +96,23 @@ class Schedule:
         the stage's loops are found again by name (its reduction loops are gone; a step that
         transforms one cannot carry over)."""
         steps = self.state.steps
-        first = next(k for k, step in enumerate(steps) if sid in _stage_ids(step))
-        old = State.replay(self.dag, steps[:first])
-        new = State.replay(self.dag, steps[:first] + [CacheWriteStep(sid, scope)])
-        name = old.stages[sid].name
+        name = self.state.stages[sid].name
+        # the stage's index when each step ran: a later cache stage inserted before it (a
+        # cache_write of an earlier stage after a step on this one) moves it on
+        old, first = State.replay(self.dag, []), len(steps)
+        for k, step in enumerate(steps):
+            if _index_of(old, name) in _stage_ids(step):
+                first = k
+                break
+            old.apply(step, atomic=False)
+        at = _index_of(old, name)
+        new = State.replay(self.dag, steps[:first] + [CacheWriteStep(at, scope)])
         try:
             for step in steps[first:]:
-                before = [it.name for it in old.stages[sid].iters]
-                after = [it.name for it in new.stages[sid + 1].iters]
-                new.apply(_moved(step, sid, before, after), atomic=False)
+                at = old.stage_index(name)
+                before = [it.name for it in old.stages[at].iters]
+                after = [it.name for it in new.stages[at + 1].iters]
+                new.apply(_moved(step, at, before, after), atomic=False)
                 old.apply(step, atomic=False)
         except (ScheduleError, ValueError) as e:
             raise ScheduleError(f"cache_write on '{name}' after steps that do not carry over to "
@@ -250,6 +258,14 @@ def _ref(x):
     if isinstance(x, StageHandle):
         return x.ref
     return x
+
+
+def _index_of(state, name: str):
+    """The index of stage ``name`` in ``state``, None where it has none (yet)."""
+    try:
+        return state.stage_index(name)
+    except ScheduleError:
+        return None
 
 
 def _stage_ids(step) -> tuple:

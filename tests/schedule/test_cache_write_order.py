@@ -65,3 +65,22 @@ def test_a_transformed_reduction_loop_cannot_carry_over():
     with pytest.raises(ScheduleError, match="reduction loop 'k'.*|'k' is a reduction loop"):
         s.cache_write(C, "local")
     assert str(s) == before  # the schedule is as it was
+
+
+def test_a_stage_moved_by_a_later_cache_stage_is_found_by_its_steps():
+    """A step on ``u2``, then a cache_write of the earlier ``u0`` (which moves ``u2`` on by one
+    stage), then a cache_write of ``u2``: its cache step goes before the step that named ``u2``
+    at its index then (a property test's case: this raised StopIteration)."""
+    x0 = tc.placeholder((6,), name="x0")
+    u0 = tc.compute((6,), lambda i: tc.tanh(x0[i]), name="u0")
+    u1 = tc.compute((6,), lambda i: tc.tanh(u0[i]) * 2.0, name="u1")
+    u2 = tc.compute((6,), lambda i: tc.tanh(u1[i]), name="u2")
+    dag = tc.ComputeDAG([x0, u2])
+    s = Schedule(dag)
+    s[u2].split(s[u2].axes[0], factor=4)
+    s.cache_write(u0, "local")
+    s.cache_write(u2, "local")
+    assert [st.name for st in s.state.stages] == ["x0", "u0.local", "u0", "u1", "u2.local", "u2"]
+    assert len(s[u2].axes) == 2  # the split carried over to the copy stage
+    x = np.random.default_rng(1).standard_normal(6).astype("f4")
+    _check(dag, s, (x,), np.tanh(np.tanh(np.tanh(x)) * 2.0))
