@@ -12,7 +12,7 @@ import threading
 import llvmlite.binding as llvm
 
 __all__ = ["LOCK", "ensure_init", "host_cpu", "target_machine", "triple_and_layout", "jit",
-           "assembly", "compile_object", "load_object", "optimize_module"]
+           "assembly", "compile_object", "load_object", "optimize_module", "optimized_module"]
 
 LOCK = threading.RLock()
 _INITIALIZED = False
@@ -70,18 +70,47 @@ def triple_and_layout() -> tuple:
     return _LAYOUT
 
 
-def optimize_module(mod, tm, opt_level: int) -> None:
-    """Run LLVM's new-pass-manager pipeline at ``opt_level`` on ``mod`` in place."""
+def optimize_module(mod, tm, opt_level: int, off: tuple = ()) -> None:
+    """Run LLVM's new-pass-manager pipeline at ``opt_level`` on ``mod`` in place; ``off`` names
+    tuning options (``"slp_vectorization"``, ...) to leave out."""
     if opt_level == 0:
         return
     pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
     if opt_level >= 2:
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_interleaving = True
-        pto.loop_unrolling = True
+        for opt in ("loop_vectorization", "slp_vectorization", "loop_interleaving",
+                    "loop_unrolling"):
+            setattr(pto, opt, opt not in off)
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
+
+
+#: pipelines tried in turn while LLVM's optimizer leaves a module that does not verify: LLVM 22's
+#: SLP vectorizer, after loop vectorization and unrolling, can emit a shuffle that does not
+#: dominate its use (a random schedule of a 9 x 11 matmul's epilogue, vectorized across rows),
+#: and machine code generation then aborts the process
+_FALLBACKS = ((), ("slp_vectorization",), ("slp_vectorization", "loop_vectorization"))
+
+
+def optimized_module(text: str, tm, opt_level: int):
+    """Parse and verify the IR ``text`` and optimize it for ``tm``; the module, verified.
+
+    Raises
+    ------
+    RuntimeError
+        ``text`` does not verify, or no pipeline of :data:`_FALLBACKS` gives a module that does.
+    """
+    err = None
+    for k, off in enumerate(_FALLBACKS):
+        mod = llvm.parse_assembly(text)
+        if k == 0:
+            mod.verify()
+        optimize_module(mod, tm, opt_level, off)
+        try:
+            mod.verify()
+            return mod
+        except RuntimeError as e:
+            err = e
+    raise RuntimeError(f"LLVM's optimizer left a module that does not verify: {err}")
 
 
 def jit(text: str, symbol: str, opt_level: int) -> tuple:
@@ -91,10 +120,8 @@ def jit(text: str, symbol: str, opt_level: int) -> tuple:
     """
     with LOCK:
         ensure_init()
-        mod = llvm.parse_assembly(text)
-        mod.verify()
         tm = target_machine(opt_level)
-        optimize_module(mod, tm, opt_level)
+        mod = optimized_module(text, tm, opt_level)
         optimized = str(mod)
         engine = llvm.create_mcjit_compiler(mod, tm)  # the engine takes ownership of tm and mod
         engine.finalize_object()
@@ -120,10 +147,8 @@ def compile_object(text: str, opt_level: int) -> tuple:
     """
     with LOCK:
         ensure_init()
-        mod = llvm.parse_assembly(text)
-        mod.verify()
         tm = target_machine(opt_level)
-        optimize_module(mod, tm, opt_level)
+        mod = optimized_module(text, tm, opt_level)
         optimized = str(mod)
         obj = tm.emit_object(mod)
     return optimized, bytes(obj)

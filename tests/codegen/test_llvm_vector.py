@@ -233,6 +233,23 @@ def test_strided_loads_of_full_chunks_stay_inside_the_buffer(t, st, n):  # a rem
     mm.close()
 
 
+def test_fused_pixels_split_by_division_are_one_stride():
+    """``A[v // 7, v % 7]`` over a vectorized ``v`` (a loop of fused pixels ``y@x`` indexing
+    rows and columns) is ``A`` at ``v``: vector loads and stores, no gather or scatter."""
+    A, O = Buffer("A", (7, 7), dt.float32), Buffer("O", (7, 7), dt.float32)
+    v = Var("v")
+    yx = (binary(BinOpKind.FLOORDIV, v, c64(7)), binary(BinOpKind.MOD, v, c64(7)))
+
+    def make(kind):
+        return PrimFunc("fused", [A, O], loop(v, 49, Store(O, yx, Load(A, yx) * 2.0), kind))
+    a = rand(dt.float32, (7, 7))
+    (o,), k = vector_vs_scalar(make, [a], [O])
+    src = k.source_unoptimized
+    assert re.search(r"load <\d+ x float>", src) and re.search(r"store <\d+ x float>", src)
+    assert "masked.gather" not in src and "masked.scatter" not in src
+    np.testing.assert_array_equal(o, a * np.float32(2))
+
+
 def test_lane_masks_branches_and_guarded_loads():
     """Lane-dependent if/else (masks), a lane-invariant if (branch), a lazy select whose arm would
     read far out of range, a lane-invariant load under a mask, and a select with an invariant

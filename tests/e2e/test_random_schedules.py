@@ -48,3 +48,14 @@ def test_random_schedule_on_standard_workloads(data, which):
                      data.draw(st.integers(1, 14)))
     inputs = wl.make_inputs(np.random.default_rng(0))
     _check(wl.dag, inputs, s)
+
+
+def test_a_schedule_whose_optimized_module_does_not_verify_still_builds():
+    """A random schedule (hypothesis seed 5) whose module LLVM's SLP vectorizer left with a
+    shuffle that does not dominate its use: machine code generation aborted the process. The
+    optimizer's output is verified and the module optimized again without SLP vectorization."""
+    wl = matmul_bias_relu(9, 11, 5)
+    s = Schedule.from_records(wl.dag, [["CHW", 4, "local"], ["CA", 5, 6, 0],
+                                       ["SP", 5, 1, [1], False], ["SP", 5, 2, [2], False],
+                                       ["FU", 6, [0, 1]], ["AN", 4, 0, 2]])
+    _check(wl.dag, wl.make_inputs(np.random.default_rng(0)), s)
