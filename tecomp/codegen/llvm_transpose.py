@@ -41,25 +41,61 @@ def _const_loop(s, kinds) -> bool:
 
 
 def squeeze_unit_loops(s: For) -> For:
-    """``s`` without its loops of one iteration (their variables replaced by their first value)
-    when ``s`` is a chain of constant loops, each the only statement of the one above, down to
-    one store; else ``s`` itself. A tile's write-back ``for o { for y in [0, 1) { for x {..} } }``
-    (an NCHW conv's output from a tile vectorized along ``o``) is then the two-loop copy that
-    :func:`transpose_plan` recognizes."""
+    """``s`` as the copy nest :func:`transpose_plan` can match, when ``s`` is a chain of constant
+    loops, each the only statement of the one above, down to one copy ``dst[..] = src[..]``:
+    without its loops of one iteration (their variables replaced by their first value), and with
+    the loop along which the source is contiguous moved in next to the one along which the
+    destination is, when the destination's elements are all distinct (the copies may then run in
+    any order). Else ``s`` itself. A tile's write-back ``for o { for y { for x {..} } }`` (an
+    NCHW conv's output from a tile vectorized along ``o``) becomes ``for y { for o { for x } }``,
+    whose inner two loops are a transposing copy."""
     chain, body = [], s
     while isinstance(body, For):
         if not _const_loop(body, tuple(ForKind)):
             return s
         chain.append(body)
         body = body.body
-    unit = {x.var: x.begin for x in chain if int(x.extent.value) == 1}
-    if not isinstance(body, Store) or not unit or len(unit) == len(chain):
+    if not isinstance(body, Store) or not isinstance(body.value, Load):
         return s
-    out = Store(body.buffer, tuple(substitute(i, unit) for i in body.indices),
-                substitute(body.value, unit))
-    for x in reversed([x for x in chain if int(x.extent.value) != 1]):
+    unit = {x.var: x.begin for x in chain if int(x.extent.value) == 1}
+    keep = [x for x in chain if int(x.extent.value) != 1]
+    if len(keep) < 2:
+        return s
+    st = Store(body.buffer, tuple(substitute(i, unit) for i in body.indices),
+               substitute(body.value, unit))
+    order = _contiguous_inner(keep, st) if len(keep) > 2 else keep
+    if not unit and order == keep:
+        return s
+    out = st
+    for x in reversed(order):
         out = For(x.var, x.begin, x.extent, x.kind, out, x.thread, x.pragmas)
     return out
+
+
+def _contiguous_inner(loops: list, st: Store) -> list:
+    """``loops`` reordered so that the one along which ``st``'s source is contiguous sits just
+    outside the one along which its destination is (the others outside both, in their order);
+    ``loops`` as they are when there is no such pair, when a loop other than those two is not
+    serial, or when two iterations could write one destination element."""
+    ld = st.value
+    dst = [access_form(st.buffer, st.indices, x.var)[1] for x in loops]
+    src = [access_form(ld.buffer, ld.indices, x.var)[1] for x in loops]
+    if any(d is None or r is None for d, r in zip(dst, src)):
+        return loops
+    q = next((k for k in range(len(loops) - 1, -1, -1) if dst[k] == 1 and src[k] != 0), None)
+    p = next((k for k in range(len(loops) - 1, -1, -1) if src[k] == 1 and dst[k] != 1), None)
+    if p is None or q is None:
+        return loops
+    rest = [x for k, x in enumerate(loops) if k not in (p, q)]
+    if any(x.kind not in _OUTER for x in rest):
+        return loops
+    # distinct destination elements: each stride passes the span of the smaller ones
+    span = 0
+    for d, n in sorted((abs(d), int(x.extent.value)) for d, x in zip(dst, loops)):
+        if d <= span:
+            return loops
+        span += d * (n - 1)
+    return rest + [loops[min(p, q)], loops[max(p, q)]]
 
 
 def transpose_plan(s: For, reg_bits: int):
@@ -124,10 +160,14 @@ def transpose_masks(n: int) -> list:
 def emit_transpose_copy(em, s: For) -> bool:
     """Emit the loop nest ``s`` as blocked register transposes when it is a transposing copy
     (True), else nothing (False). ``em`` is the CPU statement emitter."""
-    s = squeeze_unit_loops(s)
-    plan = transpose_plan(s, register_bits())
+    sq = squeeze_unit_loops(s)
+    plan = transpose_plan(sq, register_bits())
     if plan is None:
-        return False
+        if sq is s:
+            return False
+        em.stmt(sq)  # reordered: its inner two loops are matched when they are emitted
+        return True
+    s = sq
     p, q, st, n = plan
     outer, inner = s, s.body
     blocks = {x: (int(x.extent.value) // n) * n for x in (outer, inner)}
