@@ -88,8 +88,8 @@ def span_load(b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, st: int, align:
     while len(parts) > 1:  # concatenate pairwise (a shuffle takes two equal-width vectors)
         if len(parts) % 2:
             parts.append(ir.Constant(parts[0].type, ir.Undefined))
-        parts = [b.shuffle_vector(x, y, ir.Constant(ir.VectorType(i32, 2 * len(x.type)),
-                                                    list(range(2 * len(x.type)))))
-                 for x, y in zip(parts[::2], parts[1::2])]
+        both = ir.Constant(ir.VectorType(i32, 2 * parts[0].type.count),
+                           list(range(2 * parts[0].type.count)))
+        parts = [b.shuffle_vector(x, y, both) for x, y in zip(parts[::2], parts[1::2])]
     return b.shuffle_vector(parts[0], ir.Constant(parts[0].type, ir.Undefined),
                             ir.Constant(ir.VectorType(i32, n), pick))

@@ -40,7 +40,7 @@ def _const_loop(s, kinds) -> bool:
             and isinstance(s.extent, Const) and s.thread is None)
 
 
-def squeeze_unit_loops(s: For) -> For:
+def copy_nest(s: For) -> For:
     """``s`` as the copy nest :func:`transpose_plan` can match, when ``s`` is a chain of constant
     loops, each the only statement of the one above, down to one copy ``dst[..] = src[..]``:
     without its loops of one iteration (their variables replaced by their first value), and with
@@ -160,7 +160,7 @@ def transpose_masks(n: int) -> list:
 def emit_transpose_copy(em, s: For) -> bool:
     """Emit the loop nest ``s`` as blocked register transposes when it is a transposing copy
     (True), else nothing (False). ``em`` is the CPU statement emitter."""
-    sq = squeeze_unit_loops(s)
+    sq = copy_nest(s)
     plan = transpose_plan(sq, register_bits())
     if plan is None:
         if sq is s:

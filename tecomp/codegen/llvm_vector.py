@@ -192,10 +192,10 @@ class VectorEmitter(ExprEmitter):
 
     def strided_load(self, e: Load, vt: ir.VectorType, how: tuple) -> ir.Value:
         """Lanes ``stride`` elements apart without a gather (a gather of 16 lanes costs several
-        times two loads and a permute). Every lane active: :func:`.llvm_lanes.span_load`. Under a mask, one
-        masked load of ``n * stride`` contiguous elements whose mask holds exactly the active
-        lanes' elements (it touches nothing that the gather would not), and a shuffle that keeps
-        every ``stride``-th."""
+        times two loads and a permute). Every lane active: :func:`.llvm_lanes.span_load`. Under
+        a mask, one masked load of ``n * stride`` contiguous elements whose mask holds exactly
+        the active lanes' elements (it touches nothing that the gather would not), and a shuffle
+        that keeps every ``stride``-th."""
         st, kind = how
         n, t = self.n, e.buffer.dtype
         wide = ir.VectorType(vt.element, n * st)

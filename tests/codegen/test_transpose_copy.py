@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tecomp as tc
-from tecomp.codegen.llvm_transpose import squeeze_unit_loops, transpose_masks, transpose_plan
+from tecomp.codegen.llvm_transpose import copy_nest, transpose_masks, transpose_plan
 from tecomp.ir.loop import For, stmts
 
 RNG = np.random.default_rng(23)
@@ -94,7 +94,7 @@ def test_a_write_back_with_loops_between_is_a_transpose(shape):
     s = tc.Schedule(dag)
     s[Y].vectorize(s[Y].axes[-1])  # the destination's rows as vectors: gathers from A unless
     (nest,) = [x for x in stmts(tc.lower(s).body) if isinstance(x, For)][:1]  # transposed
-    sq = squeeze_unit_loops(nest)
+    sq = copy_nest(nest)
     while transpose_plan(sq, 256) is None and isinstance(sq.body, For):
         sq = sq.body  # the loops moved outside
     assert transpose_plan(sq, 256)[3] == 8
