@@ -18,8 +18,8 @@ from ..ir.loop import For, ForKind, IfThenElse, Seq, Stmt, Store
 from ..ir.traverse import walk
 from .llvm_jit import host_cpu
 
-__all__ = ["register_bits", "pinned_register_bits", "access_form", "vector_plan",
-           "interval_condition"]
+__all__ = ["register_bits", "shuffle_bits", "pinned_register_bits", "pinned_shuffle_bits",
+           "access_form", "vector_plan", "interval_condition"]
 
 #: a width that :func:`pinned_register_bits` set, in place of the host's (None: the host's)
 _PINNED: list = [None]
@@ -39,6 +39,36 @@ def register_bits() -> int:
     if "+avx2" in feats:
         return 256
     return 128
+
+
+#: LLVM CPU names whose vector units are 128 bits wide: they run each 256-bit operation as two
+#: 128-bit halves, so a shuffle that crosses the halves costs several of them
+HALF_WIDTH_CPUS = frozenset({"znver1", "bdver1", "bdver2", "bdver3", "bdver4", "btver2"})
+#: a width that :func:`pinned_shuffle_bits` set (None: the host's)
+_SHUFFLE: list = [None]
+
+
+def shuffle_bits() -> int:
+    """Width in bits that a shuffle should stay within: 128 on a host of
+    :data:`HALF_WIDTH_CPUS`, else :func:`register_bits` (with a register width pinned, that
+    width; with a shuffle width pinned, the smaller of the two)."""
+    bits = register_bits()
+    if _SHUFFLE[0] is not None:
+        return min(bits, _SHUFFLE[0])
+    if _PINNED[0] is None and host_cpu()[0] in HALF_WIDTH_CPUS:
+        return min(bits, 128)
+    return bits
+
+
+@contextlib.contextmanager
+def pinned_shuffle_bits(bits: int):
+    """Emit shuffles that stay within ``bits`` inside the ``with`` block, whatever the host is
+    (the half-width code of a Zen 1 tested on any host)."""
+    old, _SHUFFLE[0] = _SHUFFLE[0], bits
+    try:
+        yield bits
+    finally:
+        _SHUFFLE[0] = old
 
 
 @contextlib.contextmanager

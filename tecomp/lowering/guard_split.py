@@ -19,7 +19,7 @@ their guards can differ between the threads of a block and sit around barriers.
 """
 from __future__ import annotations
 
-from ..ir.arith import bound, simplify_index
+from ..ir.arith import bound, simplify_index, to_linear
 from ..ir.expr import BinOp, BinOpKind, Const, Load, Select, binary, select
 from ..ir.loop import Allocate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, stmts
 from ..ir.traverse import free_vars, structural_key, transform, walk
@@ -208,6 +208,10 @@ def _visit(s: Stmt, ranges: dict, depth: int) -> Stmt:
         # above (a tail tile's guarded copy re-versioned at each unit tile loop and spent the
         # depth before the loop that splits the tail's whole vectors from its last one)
         unit = known and int(s.extent.value) == 1 and depth > 0
+        if s.kind is ForKind.SERIAL and known and not unit and depth < MAX_VERSION_DEPTH:
+            pieces = _split(s, inner_ranges)
+            if pieces is not None:
+                return Seq([_visit(x, ranges, depth + 1) for x in pieces])
         if s.kind in _VERSIONED and not unit:
             found, always = _guards(body, s.var, inner_ranges, s.kind is ForKind.PARALLEL)
             if found and depth < MAX_VERSION_DEPTH:
@@ -237,3 +241,54 @@ def _visit(s: Stmt, ranges: dict, depth: int) -> Stmt:
             return s
         return IfThenElse(s.cond, then, else_)
     return s
+
+
+def _split(s: For, ranges: dict):
+    """``s`` (a serial loop of constant bounds) as up to three loops over consecutive ranges of
+    its variable when the selects of an inlined padding inside it hold on every lane, tap and
+    inner iteration for one range of it (the padding's interior): that range's loop without
+    them, the ranges before and after it with them (None when there is no such range).
+
+    Why: a select versions only at the parallel loop (:func:`_guards`), so the column loop of a
+    padded convolution's row tile (``x.0``, with the vector lanes and the window's taps inside)
+    tested the padding on every chunk, masked loads and the branches around them included.
+    Split, the tile's interior columns run as one plain loop and the border chunks as loops of
+    their own, with nothing tested per iteration."""
+    v, lo = s.var, int(s.begin.value)
+    hi = lo + int(s.extent.value) - 1
+    sel = {id(x) for st in stmts(s.body) if isinstance(st, Store)
+           for e in (st.value, *st.indices) for x in walk(e) if isinstance(x, Select)}
+    if not sel:
+        return None
+    found, always = _guards(s.body, v, ranges, True)
+    keys, a, b = set(), lo, hi
+    for (nid, ck), p in found.items():
+        r = _solve(p, v) if nid in sel else None
+        if r is None:
+            continue
+        keys.add((nid, ck))
+        a, b = max(a, r[0]), min(b, r[1])
+    if not keys or a > b or (a, b) == (lo, hi):
+        return None
+    out = []
+    for first, last, drop in ((lo, a - 1, always), (a, b, keys | always), (b + 1, hi, always)):
+        if first <= last:
+            out.append(For(v, Const(first, s.begin.dtype), Const(last - first + 1, s.extent.dtype),
+                           s.kind, _drop(s.body, drop), s.thread, s.pragmas))
+    return out
+
+
+def _solve(p, v):
+    """The values ``lo <= v <= hi`` of variable ``v`` for which ``p`` (``e < 0`` or ``e <= 0``,
+    ``e`` linear in ``v`` alone) holds, as ``(lo, hi)`` (an open end: +-2**62); None when ``e``
+    is not such a form."""
+    lin = to_linear(p.a)
+    if len(lin.terms) != 1:
+        return None
+    (atom, coef), = lin.terms.values()
+    if atom is not v or not coef:
+        return None
+    k = -lin.const - (1 if p.op is BinOpKind.LT else 0)  # coef * v <= k
+    if coef > 0:
+        return (-(1 << 62), k // coef)
+    return (-((-k) // coef), 1 << 62)

@@ -8,7 +8,7 @@ import pytest
 import tecomp as tc
 from tecomp.codegen.llvm_cpu import compile_cpu
 from tecomp.codegen.llvm_vector import register_bits, vector_plan
-from tecomp.codegen.vector_plan import interval_condition
+from tecomp.codegen.vector_plan import interval_condition, pinned_shuffle_bits
 from tecomp.ir import dtype as dt
 from tecomp.ir.evaluate import eval_np
 from tecomp.ir.expr import BinOpKind, Const, Load, UnOpKind, Var, binary, cast, select, unary
@@ -214,15 +214,24 @@ def _before_guard_page(a: np.ndarray):
 @pytest.mark.parametrize("t", [dt.float32, dt.float64, dt.int8])
 @pytest.mark.parametrize("st", [2, 3, 4])
 @pytest.mark.parametrize("n", [64, 64 + 3])  # full chunks only (the last one ends the buffer), and
-def test_strided_loads_of_full_chunks_stay_inside_the_buffer(t, st, n):  # a remainder
+@pytest.mark.parametrize("shuffle", [None, 128])  # a remainder; shuffles of the host's width or of
+def test_strided_loads_of_full_chunks_stay_inside_the_buffer(t, st, n, shuffle):  # Zen 1's
     """A chunk with every lane active reads its strided lanes with plain loads of the span
     between its first and last lane's elements (no masked load); with the buffer ending at the
-    last lane's element, right before an unreadable page, nothing past it is read."""
+    last lane's element, right before an unreadable page, nothing past it is read. The same
+    with the chunk built from 128-bit pieces (as on a CPU whose shuffles are that wide)."""
     m = (n - 1) * st + 1
     A = Buffer("A", (m,), t)
     O = Buffer("O", (n,), t)
     i = Var("i")
-    k = compile_cpu(PrimFunc("strided", [A, O], loop(i, n, Store(O, (i,), Load(A, (st * i,))), V)))
+    func = PrimFunc("strided", [A, O], loop(i, n, Store(O, (i,), Load(A, (st * i,))), V))
+    if shuffle is None:
+        k = compile_cpu(func)
+    else:
+        with pinned_shuffle_bits(shuffle):
+            k = compile_cpu(func)
+        if register_bits() > shuffle:  # pieces of 128 bits, concatenated
+            assert re.search(rf"load <{shuffle // t.bits} x ", k.source_unoptimized)
     assert " x " in k.source_unoptimized
     assert "llvm.masked.load" not in k.source_unoptimized
     a, mm = _before_guard_page(rand(t, m))

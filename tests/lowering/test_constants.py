@@ -48,7 +48,10 @@ def test_the_prologue_computes_only_the_packing(packed_matmul):
     assert _stored(split.prologue) == {"B.global"}
     assert [b.name for b in split.bound] == ["B.global"]
     loops = sum(isinstance(x, For) for x in stmts(func.body))
-    assert sum(isinstance(x, For) for x in stmts(split.main.body)) == loops - 3  # the 3 pack loops
+    # the pack's loops (3, its row loop split at the end of B's rows) move to the prologue
+    packing = sum(isinstance(x, For) for x in stmts(split.prologue.body))
+    assert packing >= 3
+    assert sum(isinstance(x, For) for x in stmts(split.main.body)) == loops - packing
 
 
 def test_the_kernel_keeps_its_own_copy_of_the_constants(packed_matmul):

@@ -186,3 +186,43 @@ def test_a_tail_tile_versions_its_whole_vectors_below_unit_loops():
     kern = tc.build(dag, schedule=s)
     np.testing.assert_allclose(kern(a, b), a @ b, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(kern.emulate(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def _column_selects(stmt) -> int:
+    """The selects whose condition reads the column loops (``x.*``) in ``stmt``'s stores."""
+    from tecomp.ir.expr import Select
+    return sum(1 for st in stmts(stmt) if isinstance(st, Store) for e in walk(st.value)
+               if isinstance(e, Select) and any(isinstance(v, Var) and v.name.startswith("x.")
+                                                for v in walk(e.cond)))
+
+
+def test_a_serial_column_loop_splits_at_the_padding():
+    """The column loop of a row tile (serial, inside the parallel row loop) runs as three loops:
+    the first column chunk and the last with the padding's selects, the interior without them and
+    without any test per chunk; the result and the emulator's are the reference's."""
+    rng = np.random.default_rng(5)
+    data = tc.placeholder((1, 4, 30, 34), name="data")
+    weight = tc.placeholder((4, 1, 3, 3), name="weight")
+    out = tc.ops.conv2d(data, weight, stride=2, padding=1, groups=4)  # 15 x 17 outputs
+    dag = tc.ComputeDAG([data, weight, out])
+    s = tc.Schedule(dag)
+    s[next(st.tensor for st in dag.compute_stages if st.name == "pad")].compute_inline()
+    n, o, y, x = s[out].axes
+    xo, xi = s[out].split(x, factor=4)  # 5 chunks, the last one partial
+    s[out].reorder(n, o, y, xo, *s[out].reduce_axes, xi)
+    s[out].parallel(s[out].fuse(n, o, y))
+    s[out].vectorize(xi)
+    func = version_guards(lower_state(s.state))
+    verify(func)
+    cols = [f for f in stmts(func.body) if isinstance(f, For) and f.var.name == "x.0"]
+    spans = sorted({(int(f.begin.value), int(f.extent.value)) for f in cols})
+    assert (1, 3) in spans and (0, 1) in spans and (4, 1) in spans, spans
+    for f in cols:  # (the border rows' version keeps the rows' selects in every piece)
+        interior = (int(f.begin.value), int(f.extent.value)) == (1, 3)
+        assert (_column_selects(f.body) == 0) == interior
+    a = rng.standard_normal((1, 4, 30, 34)).astype("float32")
+    w = rng.standard_normal((4, 1, 3, 3)).astype("float32")
+    kern = tc.build(dag, schedule=s)
+    ref = ref_conv2d(a, w, stride=2, padding=1, groups=4)
+    np.testing.assert_allclose(kern(a, w), ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(kern.emulate(a, w), ref, rtol=1e-5, atol=1e-5)
