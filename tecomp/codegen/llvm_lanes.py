@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .vector_plan import shuffle_bits
-
 __all__ = ["intrinsic_suffix", "LaneBuilder", "counted", "span_load"]
 
 
@@ -70,7 +68,7 @@ def counted(b: ir.IRBuilder, begin: ir.Value, end: ir.Value, name: str, body) ->
 
 
 def span_load(b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, st: int, align: int,
-              piece: int | None = None) -> ir.Value:
+              piece: int = 0) -> ir.Value:
     """The ``n`` lanes of ``vt``, ``st`` elements apart from ``ptr`` on, as plain ``n``-element
     loads of the span from lane 0's element to the last lane's (``(n - 1) * st + 1`` elements;
     the last load ends on the last lane's element, overlapping the one before) and a shuffle.
@@ -78,19 +76,18 @@ def span_load(b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, st: int, align:
     outside it is touched. AVX2 has no cheap masked load: one masked load of ``n * st`` elements
     made a stride-2 read 3x slower on Zen 1 (slower than a unit-stride one of twice the bytes).
 
-    ``piece`` (lanes, dividing ``n``; by default :func:`.vector_plan.shuffle_bits` worth): each
-    ``piece`` lanes from their own span, concatenated. Where the shuffle units are narrower than
-    the registers (Zen 1 runs a 256-bit shuffle as two 128-bit halves), a stride-2 read of 8
-    floats is then two in-lane ``shufps`` of 128-bit loads and an insert instead of a 256-bit
-    ``shufps`` and a lane-crossing ``vpermpd`` (5 of its micro-ops against 2 or 3)."""
+    ``piece`` (lanes, dividing ``n``; 0: none): each ``piece`` lanes from their own span,
+    concatenated (the vector emitter passes :func:`.vector_plan.shuffle_bits` worth). Where the
+    shuffle units are narrower than the registers (Zen 1 runs a 256-bit shuffle as two 128-bit
+    halves), a stride-2 read of 8 floats is then two in-lane ``shufps`` of 128-bit loads and an
+    insert instead of a 256-bit ``shufps`` and a lane-crossing ``vpermpd`` (5 of its micro-ops
+    against 2 or 3)."""
     n = vt.count
-    if piece is None:
-        piece = shuffle_bits() // _BITS.get(type(vt.element), getattr(vt.element, "width", 0) or 1)
     if piece and st > 1 and piece < n and n % piece == 0:
         pt = ir.VectorType(vt.element, piece)
         parts = [span_load(b, ptr if k == 0 else b.gep(
                      ptr, [ir.Constant(ir.IntType(64), k * piece * st)], inbounds=True,
-                     source_etype=vt.element), pt, st, align, 0) for k in range(n // piece)]
+                     source_etype=vt.element), pt, st, align) for k in range(n // piece)]
         return _concat(b, parts)
     span = (n - 1) * st + 1
     offsets = sorted({min(j * n, span - n) for j in range((span + n - 1) // n)})
@@ -104,9 +101,6 @@ def span_load(b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, st: int, align:
     whole = _concat(b, parts)
     return b.shuffle_vector(whole, ir.Constant(whole.type, ir.Undefined),
                             ir.Constant(ir.VectorType(ir.IntType(32), n), pick))
-
-
-_BITS = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}
 
 
 def _concat(b: ir.IRBuilder, parts: list) -> ir.Value:

@@ -24,7 +24,7 @@ from ..ir.loop import For, ForKind, IfThenElse, Seq, Stmt, Store
 from ..ir.traverse import walk
 from .llvm_expr import I1, I8, I32, PTR, ExprEmitter, dispatch, ident, mem_type, reg_type
 from .llvm_lanes import LaneBuilder, counted, intrinsic_suffix, span_load
-from .vector_plan import access_form, interval_condition, register_bits, vector_plan
+from .vector_plan import access_form, interval_condition, register_bits, shuffle_bits, vector_plan
 
 __all__ = ["register_bits", "vector_plan", "emit_vector_loop", "VectorEmitter"]
 
@@ -203,7 +203,7 @@ class VectorEmitter(ExprEmitter):
         def access():
             ptr = self.owner.address(e.buffer, e.indices)  # at lane 0 of the chunk
             if self.mask is None:
-                return span_load(self.raw, ptr, vt, st, t.itemsize)
+                return span_load(self.raw, ptr, vt, st, t.itemsize, shuffle_bits() // t.bits)
             # lane i's element is wide lane i * stride; the others stay off
             off = ir.Constant(ir.VectorType(I1, n), [0] * n)
             pick = [j // st if j % st == 0 else n for j in range(n * st)]

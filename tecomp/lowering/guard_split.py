@@ -82,9 +82,10 @@ def _whole_tile_predicate(c, inner: dict, ranges: dict):
     return binary(op, hi, Const(0, hi.dtype))
 
 
-def _guards(body: Stmt, var, ranges: dict, outer: bool = False):
+def _guards(body: Stmt, var, ranges: dict, outer: bool = False, selects: set | None = None):
     """{(id of an IfThenElse, conjunct key): predicate} for the guards in ``body`` that version at
-    the loop of ``var``, and the set of such keys that hold everywhere.
+    the loop of ``var``, and the set of such keys that hold everywhere; ``selects`` (with
+    ``outer``) collects the ids of the selects among them.
 
     A select versions only at a parallel loop (``outer``: the outermost tile loop) whose variable
     indexes a store inside it: a version in a reduction loop (the kernel window's ``rx``) splits
@@ -117,6 +118,8 @@ def _guards(body: Stmt, var, ranges: dict, outer: bool = False):
                 for x in walk(e):
                     if isinstance(x, Select) and tile_loop():
                         conditional(x, inner, unknown)
+                        if selects is not None:
+                            selects.add(id(x))
         for ch in s.children():
             go(ch, inner, unknown)
 
@@ -208,12 +211,15 @@ def _visit(s: Stmt, ranges: dict, depth: int) -> Stmt:
         # above (a tail tile's guarded copy re-versioned at each unit tile loop and spent the
         # depth before the loop that splits the tail's whole vectors from its last one)
         unit = known and int(s.extent.value) == 1 and depth > 0
-        if s.kind is ForKind.SERIAL and known and not unit and depth < MAX_VERSION_DEPTH:
-            pieces = _split(s, inner_ranges)
-            if pieces is not None:
-                return Seq([_visit(x, ranges, depth + 1) for x in pieces])
         if s.kind in _VERSIONED and not unit:
-            found, always = _guards(body, s.var, inner_ranges, s.kind is ForKind.PARALLEL)
+            sel = set()  # a serial loop sees the selects too: it may split at them (_split)
+            found, always = _guards(body, s.var, inner_ranges, True, sel)
+            if s.kind is ForKind.SERIAL:
+                if known and depth < MAX_VERSION_DEPTH:
+                    pieces = _split(s, found, always, sel)
+                    if pieces is not None:
+                        return Seq([_visit(x, ranges, depth + 1) for x in pieces])
+                found = {k: p for k, p in found.items() if k[0] not in sel}  # see _guards
             if found and depth < MAX_VERSION_DEPTH:
                 preds = {}
                 for p in found.values():
@@ -243,11 +249,12 @@ def _visit(s: Stmt, ranges: dict, depth: int) -> Stmt:
     return s
 
 
-def _split(s: For, ranges: dict):
-    """``s`` (a serial loop of constant bounds) as up to three loops over consecutive ranges of
-    its variable when the selects of an inlined padding inside it hold on every lane, tap and
-    inner iteration for one range of it (the padding's interior): that range's loop without
-    them, the ranges before and after it with them (None when there is no such range).
+def _split(s: For, found: dict, always: set, sel: set):
+    """``s`` (a serial loop of constant bounds; ``found``, ``always`` and ``sel`` its guards, as
+    :func:`_guards` gives them) as up to three loops over consecutive ranges of its variable when
+    the selects of an inlined padding inside it hold on every lane, tap and inner iteration for
+    one range of it (the padding's interior): that range's loop without them, the ranges before
+    and after it with them (None when there is no such range).
 
     Why: a select versions only at the parallel loop (:func:`_guards`), so the column loop of a
     padded convolution's row tile (``x.0``, with the vector lanes and the window's taps inside)
@@ -256,11 +263,6 @@ def _split(s: For, ranges: dict):
     their own, with nothing tested per iteration."""
     v, lo = s.var, int(s.begin.value)
     hi = lo + int(s.extent.value) - 1
-    sel = {id(x) for st in stmts(s.body) if isinstance(st, Store)
-           for e in (st.value, *st.indices) for x in walk(e) if isinstance(x, Select)}
-    if not sel:
-        return None
-    found, always = _guards(s.body, v, ranges, True)
     keys, a, b = set(), lo, hi
     for (nid, ck), p in found.items():
         r = _solve(p, v) if nid in sel else None
