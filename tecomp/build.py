@@ -290,8 +290,9 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
     ----------
     dag : ComputeDAG
     target : str or Target
-        ``"llvm"`` compiles for this host CPU (its features detected); ``"cuda"`` (or
-        ``"cuda -arch=sm_XX"``) for an NVIDIA GPU.
+        ``"llvm"`` compiles for this host CPU (its features detected; an ``llvm`` target of another
+        CPU or other features raises ``ValueError``); ``"cuda"`` (or ``"cuda -arch=sm_XX"``) for
+        an NVIDIA GPU.
     schedule : Schedule, optional
         An explicit schedule of ``dag``; by default every stage at root in natural loop order
         (``llvm``), or :func:`tecomp.schedule.gpu_default.default_gpu_schedule` (``cuda``: PTX is
@@ -306,7 +307,6 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
         With ``log``, when the log has no usable record for this workload and target:
         ``"error"`` raises ``LookupError`` (naming the key, the target and what the log holds);
         ``"default"`` warns and builds the default schedule.
-
     cache : bool
         Keep the compiled code in this process's cache (per workload key, schedule and target) and
         reuse it; the tuner's workers, which build thousands of one-off candidates, turn it off.
@@ -339,7 +339,7 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
         raise ValueError(f"on_missing must be 'error' or 'default', got {on_missing!r}")
     if schedule is not None and log is not None:
         raise ValueError("give either schedule= or log=, not both")
-    target = Target.parse(target)
+    target = Target.parse(target).require_host()  # another CPU's name on the host's code: refused
     if constants:
         constants = _check_constants(dag, target, constants)
     if log is not None:

@@ -91,6 +91,45 @@ class Target:
         on = {f[1:] for f in self.features.split(",") if f.startswith("+")}
         return tuple(f"+{f}" for f in sorted(on & CODEGEN_FEATURES))
 
+    def host_mismatch(self) -> str:
+        """Why tecomp cannot build for this target on this machine ("" when it can).
+
+        tecomp emits LLVM code for the CPU it runs on: an ``llvm`` target must name this host's
+        CPU and the features of :data:`CODEGEN_FEATURES` it has (``"llvm"`` alone always does).
+        A target of another CPU still serves to read that CPU's records and to search for it
+        (a Ray cluster's nodes of that CPU measure), but code built here would be the host's
+        under another CPU's name. ``cuda`` targets are checked where they are measured.
+        """
+        if self.kind is not TargetKind.LLVM:
+            return ""
+        host = Target(TargetKind.LLVM, *host_cpu())
+        if self.cpu != host.cpu:
+            return (f"target '{self}' names the CPU {self.cpu}, but this host is a {host.cpu}: "
+                    f"tecomp compiles for the CPU it runs on (use target='llvm'; records of "
+                    f"{self.cpu} stay usable as seeds, see TuningOptions.cross_target_seeds)")
+        if self.codegen_features != host.codegen_features:
+            mine, theirs = set(self.codegen_features), set(host.codegen_features)
+            parts = ([f"this host lacks {','.join(sorted(mine - theirs))}"] if mine - theirs
+                     else []) + ([f"the code would use {','.join(sorted(theirs - mine))} as well"]
+                                 if theirs - mine else [])
+            return (f"target '{self}' names other CPU features than this host's "
+                    f"({'; '.join(parts)}): tecomp compiles for the features of the CPU it runs "
+                    f"on (use target='llvm')")
+        return ""
+
+    def require_host(self) -> "Target":
+        """This target, when tecomp can build for it here (:meth:`host_mismatch`).
+
+        Raises
+        ------
+        ValueError
+            An ``llvm`` target of another CPU, or of other features than this host's.
+        """
+        why = self.host_mismatch()
+        if why:
+            raise ValueError(why)
+        return self
+
     def __str__(self):
         return self._string
 

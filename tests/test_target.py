@@ -65,6 +65,38 @@ def test_target_string_short_sorted_and_parsed():
         == 64
 
 
+# ------------------------------------------------------------------------------ this host only
+def _other_cpu() -> str:
+    return "skylake-avx512" if HOST.cpu != "skylake-avx512" else "znver1"
+
+
+def test_a_target_of_another_cpu_or_other_features_is_not_built_here():
+    """tecomp emits code for the host: a target naming another CPU, or features the host lacks
+    or has besides, is refused with the reason, not built as host code under another name."""
+    from tecomp.testing import workloads as W
+    wl = W.matmul(8, 8, 8)
+    other = f"llvm -mcpu={_other_cpu()}"
+    with pytest.raises(ValueError, match=f"names the CPU {_other_cpu()}, but this host is"):
+        tc.build(wl.dag, target=other)
+    fewer = f"llvm -mcpu={HOST.cpu} -mattr={','.join(HOST.codegen_features[:-1])}"
+    with pytest.raises(ValueError, match=re.escape(f"would use {HOST.codegen_features[-1]} as well")):
+        tc.build(wl.dag, target=fewer)
+    with pytest.raises(ValueError, match=re.escape(f"this host lacks {_lacking()})")):
+        tc.build(wl.dag, target=str(HOST) + "," + _lacking())
+    # tuning refuses before any worker builds a candidate; searching for it stays possible
+    task = tc.SearchTask(wl.dag, target=other)
+    with pytest.raises(ValueError, match="tecomp compiles for the CPU it runs on"):
+        tc.tune(task, trials=2, options=tc.TuningOptions(population=4, generations=1,
+                                                          measures_per_round=2, verbose=False))
+    # the host's own strings build: "llvm", its full string, and its CPU without -mattr
+    x = wl.make_inputs(np.random.default_rng(0))
+    for t in ("llvm", str(HOST), LEGACY):
+        assert Target.parse(t).host_mismatch() == ""
+        np.testing.assert_allclose(tc.build(wl.dag, target=t)(*x), wl.reference(x)[0],
+                                   rtol=1e-5, atol=1e-5)
+    assert Target.parse("cuda").host_mismatch() == ""  # checked where it is measured
+
+
 # ------------------------------------------------------------------------------ matching
 @pytest.mark.parametrize("recorded, target, want", [
     ("llvm -mcpu=a -mattr=+avx2,+fma", "llvm -mcpu=a -mattr=+avx2,+fma", TargetMatch.SAME),
@@ -176,3 +208,16 @@ def test_cli_best_target_filter_takes_a_cpu_without_features(tmp_path, capsys):
     assert main(["best", log, "--target", "llvm -mcpu=x", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"aaaa' in out and '"bbbb' not in out
+
+
+def test_cli_tune_and_run_refuse_a_target_of_another_cpu(tmp_path, capsys):
+    """``tecomp tune`` measures on this machine: a target of another CPU is a usage error (exit 2)
+    before anything is measured; ``tecomp run`` says why in one line."""
+    from tecomp.cli import main
+    log = tmp_path / "t.jsonl"
+    other = f"llvm -mcpu={_other_cpu()}"
+    assert main(["tune", "matmul", "--shape", "8", "8", "8", "--trials", "2", "--log", str(log),
+                 "--target", other, "--progress", "none"]) == 2
+    assert f"bad --target: target '{other}" in capsys.readouterr().err and not log.exists()
+    assert main(["run", "matmul", "--shape", "8", "8", "8", "--target", other]) != 0
+    assert "tecomp compiles for the CPU it runs on" in capsys.readouterr().err

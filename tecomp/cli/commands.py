@@ -102,6 +102,10 @@ def tune_target(args):
     if target.kind is not TargetKind.LLVM:
         raise CliError(f"tecomp tune measures candidates on this machine's CPU; target "
                        f"{str(target)!r} cannot be measured here (use --target llvm)", code=2)
+    # a Ray cluster's nodes of another CPU may measure it; this machine builds for itself only
+    why = "" if getattr(args, "ray", None) else target.host_mismatch()
+    if why:
+        raise CliError(f"bad --target: {why}", code=2)
     return target
 
 

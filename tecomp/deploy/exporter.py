@@ -90,7 +90,7 @@ def export(log, out_dir, dags, target="llvm", *, on_missing: str = "error", asse
 
     if on_missing not in ("error", "skip", "default"):
         raise ValueError(f"on_missing must be 'error', 'skip' or 'default', got {on_missing!r}")
-    target = Target.parse(target)
+    target = Target.parse(target).require_host()
     if target.kind is not TargetKind.LLVM:
         raise ValueError(f"export: target {target} is not supported; only 'llvm' (this CPU) is")
     if (isinstance(dags, ComputeDAG) or isinstance(getattr(dags, "dag", None), ComputeDAG)

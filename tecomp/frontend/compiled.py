@@ -222,7 +222,7 @@ def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) 
     if not isinstance(model, Model):
         raise TypeError(f"compile_model expects a tc.Model (from tc.from_onnx), got "
                         f"{type(model).__name__}")
-    target = Target.parse(target)
+    target = Target.parse(target).require_host()
     if target.kind.value != "llvm":
         raise NotImplementedError(f"compile_model supports the llvm target, not {target}")
     groups = partition(model)

@@ -231,11 +231,13 @@ class LocalMeasurer:
             s.start()
 
     def _require_devices(self, inputs) -> None:
-        """Fail in one line, before any worker gets a task, when a device target (cuda) of
-        ``inputs`` cannot be measured here (the target's :class:`~.target_search.DeviceMeasurement`)."""
+        """Fail in one line, before any worker gets a task, when a target of ``inputs`` cannot be
+        measured here: a CPU target of another CPU (:meth:`~tecomp.target.Target.require_host`), a
+        device target (cuda) (the target's :class:`~.target_search.DeviceMeasurement`)."""
         todo: dict = {}
         for i in inputs:
             t = i.task.target
+            t.require_host()  # a CPU target of another CPU: every build would be refused
             device = target_search(t).device
             if device is not None and t not in self._device_ok:
                 todo.setdefault(device, set()).add(t)

@@ -3,6 +3,7 @@
 service each node runs) and the small Ray helpers the measurer uses."""
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import re
@@ -117,7 +118,8 @@ class NodeActor:
         holds the tasks (or object refs of them) this actor was not sent before, by key.
         ``warnings`` are ``(category module, category name, message)`` of the warnings raised."""
         for key, task in tasks.items():
-            self.tasks[key] = ray.get(task) if isinstance(task, ray.ObjectRef) else task
+            self.tasks[key] = _built_here(ray.get(task) if isinstance(task, ray.ObjectRef)
+                                          else task)
             self.received[key] = self.received.get(key, 0) + 1
         missing = sorted({k for k, _, _ in items} - set(self.tasks))
         if missing:  # the driver's record of what it sent is wrong: fail loudly, not silently
@@ -137,6 +139,17 @@ class NodeActor:
     def received_tasks(self) -> dict:
         """Task key -> how many times the driver sent that task to this actor."""
         return dict(self.received)
+
+
+def _built_here(task):
+    """``task`` as this node builds it: the driver sends a node only tasks of its CPU, so a CPU
+    task that does not name this host is one of a node labelled as that CPU, which builds for
+    itself under the label's name (the label's promise; the records keep the task's target)."""
+    if not task.target.host_mismatch():
+        return task
+    here = copy.copy(task)
+    here.target = Target.parse("llvm")
+    return here
 
 
 def warning_category(module: str, name: str) -> type:

@@ -197,6 +197,19 @@ def test_tuning_across_nodes(fresh, tmp_path):
             assert start >= end, f"two timings overlapped on the node of actor {node}"
 
 
+def test_the_node_labelled_as_another_cpu_measures_its_tasks(fresh):
+    """A task of the labelled CPU goes to that node alone, which builds it for itself (the
+    label's promise) although the driver and this host are another CPU."""
+    m, host_task = fresh, matmul_task()
+    task = SearchTask(host_task.dag, target="llvm -mcpu=skylake")
+    taken = m.nodes_for(task.target)
+    assert len(taken) == 1 and taken[0].labelled
+    before = taken[0].measured
+    res = m.measure([MeasureInput(task, split_steps(task, f)) for f in (8, 4)])
+    assert all(r.is_valid for r in res), [r.error_msg for r in res]
+    assert taken[0].measured - before == 2
+
+
 def test_faulty_candidates_keep_their_node(fresh):
     """A segfault, a hang and a wrong answer are those errors; the node actors survive them."""
     m, task = fresh, matmul_task()
