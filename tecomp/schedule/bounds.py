@@ -9,6 +9,7 @@ its loops have fixed trip counts.
 from __future__ import annotations
 
 from ..ir.arith import bound, simplify_index
+from ..ir.dtype import INDEX
 from ..ir.expr import BinOpKind, Const, TensorRead, binary
 from ..ir.interval import interval
 from ..ir.loop import Scope
@@ -140,6 +141,7 @@ def _region(state: State, sid: int, by_tensor: dict, inside: list) -> list:
         # the loops around the attach point (filled cooperatively, TVM's thread relaxation)
         inner.update(_thread_ranges(state, tid, k, ranges))
     dyn_inner = {it.var for it in nest.iters[k + 1:] if it.var not in ranges}
+    dyn = set()  # data-dependent loops of readers attached inside loop k
     reads = [(idx, inner) for idx in _reads(state, t, s, by_tensor)]
     for r in inside:
         kr = attach_loop_on(state, r, tid)
@@ -153,10 +155,10 @@ def _region(state: State, sid: int, by_tensor: dict, inside: list) -> list:
         r_inner, x = dict(inner), r
         while x != tid:
             for it in state.stages[x].nest().iters:
-                if it.var not in r_ranges:
-                    raise ScheduleError(f"compute_at: '{state.stages[r].name}' reads "
-                                        f"'{s.name}' inside data-dependent loops")
-                r_inner[it.var] = r_ranges[it.var]
+                if it.var in r_ranges:
+                    r_inner[it.var] = r_ranges[it.var]
+                else:  # a data-dependent loop (a sparse row's nonzeros): see below
+                    dyn.add(it.var)
             x = state.stages[x].attach[0]
         ranges = {**ranges, **r_ranges}
         reads += [(idx, r_inner) for idx in _reads(state, state.stages[r], s, by_tensor)]
@@ -165,8 +167,17 @@ def _region(state: State, sid: int, by_tensor: dict, inside: list) -> list:
     region = []
     for d, axis in enumerate(s.op.axes):
         lo = hi = None
+        dom_lo, dom_hi = interval(axis.begin, {}), interval(axis.end, {})
         for idx, inside in reads:
             e = idx[d]
+            if any(v in dyn for v in free_vars(e)):
+                # read at a data-dependent place (a sparse row's column index): the region is the
+                # whole axis, which holds every index the kernel's index checks let through
+                if dom_lo is None or dom_hi is None:
+                    raise ScheduleError(f"compute_at: '{s.name}' is read inside data-dependent "
+                                        f"loops along axis '{axis.name}' of no constant extent")
+                lo, hi = Const(dom_lo[0], INDEX), Const(dom_hi[0] - 1, INDEX)
+                break
             if any(v in dyn_inner for v in free_vars(e)):
                 raise ScheduleError(f"compute_at: the region of '{s.name}' read inside "
                                     f"data-dependent loops of '{t.name}' is unknown; attach "
@@ -186,7 +197,6 @@ def _region(state: State, sid: int, by_tensor: dict, inside: list) -> list:
         lo = simplify_index(lo, ranges)
         n = max(0, ext.value)
         r = interval(lo, ranges)
-        dom_lo, dom_hi = interval(axis.begin, {}), interval(axis.end, {})
         below = r is None or dom_lo is None or r[0] < dom_lo[0]
         above = r is None or dom_hi is None or r[1] + n > dom_hi[0]
         region.append((lo, n, below, above))

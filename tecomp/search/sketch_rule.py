@@ -3,9 +3,11 @@ from :mod:`.sketch` (the CPU rules and generation) so that rule modules for othe
 (:mod:`.sparse_sketch`, :mod:`.gpu_sketch`) build on it without import cycles."""
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 
+from ..schedule.compute_steps import CacheReadStep
 from ..schedule.state import ScheduleError, State
 from ..schedule.steps import SplitStep
 
@@ -36,7 +38,9 @@ class FollowHole:
     """Split step ``step`` copies the tiling of split ``src``: its lengths are the products of the
     source's inner lengths over ``groups`` (``(start, stop)`` ranges), e.g. a consumer following a
     producer's first tile level. ``scale`` multiplies the last (innermost) length: the producer
-    loop counts one stride phase, the consumer's rows hold all of them (a transposed conv)."""
+    loop counts one stride phase, the consumer's rows hold all of them (a transposed conv).
+    ``step`` may also be a packing cache read: its pack factor is the first length (a copy
+    packed in panels of the reader's column tile)."""
     step: int
     src: int
     groups: tuple
@@ -62,7 +66,9 @@ class Sketch:
                 lengths = lengths[:-1] + (lengths[-1] * h.scale,)
             else:  # a TileHole, or another kind whose lengths the annotation put in ``tiles``
                 lengths = tuple(tiles[idx])
-            out[idx] = SplitStep(st.stage_id, st.iter_id, lengths, st.inner_to_outer)
+            out[idx] = dataclasses.replace(st, pack=(st.pack[0], lengths[0])) \
+                if isinstance(st, CacheReadStep) else \
+                SplitStep(st.stage_id, st.iter_id, lengths, st.inner_to_outer)
         return out
 
 

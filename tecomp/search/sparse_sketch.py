@@ -22,10 +22,10 @@ record serves the same DAG with any nnz through its family key
 """
 from __future__ import annotations
 
-from ..ir.expr import BinOp, BinOpKind, Const, IterKind, Var
+from ..ir.expr import BinOp, BinOpKind, Const, IterKind, TensorRead, Var
 from ..ir.loop import Scope
 from ..ir.traverse import walk
-from ..schedule.compute_steps import CacheWriteStep, ComputeAtStep
+from ..schedule.compute_steps import CacheReadStep, CacheWriteStep, ComputeAtStep
 from ..schedule.rfactor import RfactorStep
 from ..schedule.state import Annotation, ComputeLocation, ScheduleError
 from ..schedule.steps import AnnotationStep, ReorderStep, SplitStep
@@ -33,7 +33,7 @@ from . import analysis as an
 from .sketch_rule import FollowHole, RuleResult, SketchRule, TileHole
 
 __all__ = ["SparseRowTiling", "SparseRaggedRows", "SPARSE_RULES", "row_axis", "row_block",
-           "MAX_UNROLLED_BLOCK"]
+           "panel_operand", "MAX_UNROLLED_BLOCK"]
 
 #: block columns up to this many are unrolled inside the nonzero loop
 MAX_UNROLLED_BLOCK = 16
@@ -85,40 +85,84 @@ class SparseRowTiling(SketchRule):
     def apply(self, p, sid, task):
         op = p.state.stages[sid].op
         bs_r = row_block(op, op.axes[0])
-        n_cols = op.axes[1].const_extent
         if bs_r > 1 and op.axes[0].const_extent % bs_r:
             raise ScheduleError(f"sparse rows: {op.axes[0].const_extent} rows are not whole blocks "
                                 f"of {bs_r}")
-        p.apply(CacheWriteStep(sid, Scope.LOCAL))
-        local, out = sid, sid + 1
-        st = p.state
-        row_name, col_name = (it.name for it in st.stages[out].iters[:2])
-        order = []
-        if bs_r > 1:
-            p.apply(SplitStep(out, st.iter_index(out, row_name), (bs_r,), True))
-            order_rows = [f"{row_name}.0", f"{row_name}.1"]
-        else:
-            order_rows = [row_name]
-        # N = outer x T/V x V: the tile T is computed in the cache, V is its vector width
-        split = p.apply(SplitStep(out, st.iter_index(out, col_name), (1, 1), True),
-                        lambda i: TileHole(i, n_cols, 3))
-        cols = [f"{col_name}.{k}" for k in range(3)]
-        order = [order_rows[0], cols[0]] + order_rows[1:] + cols[1:]
-        p.apply(ReorderStep(out, tuple(st.iter_index(out, nm) for nm in order)))
-        p.apply(ComputeAtStep(local, out, st.iter_index(out, cols[0])))
-        # the cache: row, the nonzeros (and block columns), then the tile's columns
-        lrow, lcol = (it.name for it in st.stages[local].iters[:2])
-        p.apply(SplitStep(local, st.iter_index(local, lcol), (1,), True),
-                lambda i: FollowHole(i, split, ((1, 2),)))
-        reds = [it.name for it in st.stages[local].iters if it.kind is IterKind.REDUCE]
-        lorder = [lrow] + reds + [f"{lcol}.0", f"{lcol}.1"]
-        p.apply(ReorderStep(local, tuple(st.iter_index(local, nm) for nm in lorder)))
-        for nm in reds:  # BSR block columns: unrolled inside the nonzero loop
-            it = st.stages[local].iters[st.iter_index(local, nm)]
-            if it.const_extent is not None and 1 < it.const_extent <= MAX_UNROLLED_BLOCK:
-                p.apply(AnnotationStep(local, st.iter_index(local, nm), Annotation.UNROLL))
-        p.tag("sparse_rows" + (f"_b{bs_r}" if bs_r > 1 else ""))
-        return [(p, sid - 1)]
+        out = []
+        panel = panel_operand(op) if bs_r == 1 else None
+        if panel is not None:
+            q = p.copy()
+            _tile(q, sid, 1, panel)
+            out.append((q, sid))  # (the copy sits before the cache: rules leave it, computed at)
+        _tile(p, sid, bs_r)
+        return [(p, sid - 1)] + out
+
+
+def panel_operand(op) -> tuple | None:
+    """``(tensor, dim)`` of the operand an SpMM reads along its column axis at data-dependent
+    rows (``dense[indices[p], j]``, dim 1), which its column panels can copy; None if none."""
+    col = op.axes[1]
+    found = {}
+    for x in walk(op.body):
+        if not isinstance(x, TensorRead):
+            continue
+        dims = [d for d, i in enumerate(x.indices) if i is col]
+        gathered = any(isinstance(v, TensorRead) for i in x.indices if i is not col
+                       for v in walk(i))
+        if len(dims) == 1 and gathered and not any(v is col for i in x.indices if i is not col
+                                                   for v in walk(i)):
+            found.setdefault(id(x.tensor), (x.tensor, dims[0]))
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _tile(p, sid: int, bs_r: int, panel: tuple | None = None) -> None:
+    """The SpMM tiling of stage ``sid``: rows outer (``panel`` None), or, with ``panel`` (see
+    :func:`panel_operand`), the column tiles outer with that operand packed one column panel at
+    a time inside them (``sparse_cols``: a panel of the dense rows, ``K x T``, stays in the cache
+    of the core that multiplies it by every sparse row; rows outer read a tile of each of a
+    row's dense rows from memory at a data-dependent place, and the rows' power-of-two stride
+    maps them onto a few cache sets)."""
+    st = p.state
+    n_cols = st.stages[sid].op.axes[1].const_extent
+    copy = src = None
+    if panel is not None:
+        src = next(k for k, s in enumerate(st.stages) if s.tensor is panel[0])
+        copy = p.apply(CacheReadStep(src, Scope.GLOBAL, (sid,), (panel[1], 1)))
+        sid += 1
+    p.apply(CacheWriteStep(sid, Scope.LOCAL))
+    local, out = sid, sid + 1
+    row_name, col_name = (it.name for it in st.stages[out].iters[:2])
+    if bs_r > 1:
+        p.apply(SplitStep(out, st.iter_index(out, row_name), (bs_r,), True))
+        order_rows = [f"{row_name}.0", f"{row_name}.1"]
+    else:
+        order_rows = [row_name]
+    # N = outer x T/V x V: the tile T is computed in the cache, V is its vector width
+    split = p.apply(SplitStep(out, st.iter_index(out, col_name), (1, 1), True),
+                    lambda i: TileHole(i, n_cols, 3))
+    cols = [f"{col_name}.{k}" for k in range(3)]
+    if copy is None:
+        order, at = [order_rows[0], cols[0]] + order_rows[1:] + cols[1:], cols[0]
+    else:
+        p.sketch.holes[copy] = FollowHole(copy, split, ((0, 2),))  # panels of T columns
+        order, at = [cols[0], row_name] + cols[1:], row_name
+    p.apply(ReorderStep(out, tuple(st.iter_index(out, nm) for nm in order)))
+    p.apply(ComputeAtStep(local, out, st.iter_index(out, at)))
+    if copy is not None:
+        p.apply(ComputeAtStep(src + 1, out, st.iter_index(out, cols[0])))
+    # the cache: row, the nonzeros (and block columns), then the tile's columns
+    lrow, lcol = (it.name for it in st.stages[local].iters[:2])
+    p.apply(SplitStep(local, st.iter_index(local, lcol), (1,), True),
+            lambda i: FollowHole(i, split, ((1, 2),)))
+    reds = [it.name for it in st.stages[local].iters if it.kind is IterKind.REDUCE]
+    lorder = [lrow] + reds + [f"{lcol}.0", f"{lcol}.1"]
+    p.apply(ReorderStep(local, tuple(st.iter_index(local, nm) for nm in lorder)))
+    for nm in reds:  # BSR block columns: unrolled inside the nonzero loop
+        it = st.stages[local].iters[st.iter_index(local, nm)]
+        if it.const_extent is not None and 1 < it.const_extent <= MAX_UNROLLED_BLOCK:
+            p.apply(AnnotationStep(local, st.iter_index(local, nm), Annotation.UNROLL))
+    p.tag("sparse_cols" if copy is not None else
+          "sparse_rows" + (f"_b{bs_r}" if bs_r > 1 else ""))
 
 
 class SparseRaggedRows(SketchRule):

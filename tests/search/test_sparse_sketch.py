@@ -76,7 +76,7 @@ def test_every_sparse_sketch_matches_scipy_on_any_index_data(case):
     wl = CASES[case]()
     task = _task(wl)
     sketches = generate_sketches(task)
-    expect = "sparse_ragged" if wl.name == "sddmm" else "sparse_rows"
+    expect = ("sparse_ragged",) if wl.name == "sddmm" else ("sparse_rows", "sparse_cols")
     assert sketches and all(sk.name.startswith(expect) for sk in sketches), \
         [sk.name for sk in sketches]
     rng = np.random.default_rng(0)
@@ -110,6 +110,28 @@ def test_spmm_sketch_structure():
     csr = W.csr_spmm(16, 16, 8, density=0.3)
     op = csr.dag.outputs[0].op
     assert row_block(op, op.axes[0]) == 1
+
+
+def test_spmm_column_panels_sketch():
+    """CSR SpMM's second sketch: column tiles outer and parallel, the dense operand copied one
+    panel of the tile's columns at a time inside them (its panel, ``K x T``, contiguous), the
+    output tile cached at the row loop; a BSR of blocks larger than 1 x 1 has no such sketch."""
+    wl = W.csr_spmm(40, 50, 96, density=0.2, seed=3)
+    task = _task(wl)
+    names = [sk.name for sk in generate_sketches(task)]
+    assert names == ["sparse_rows", "sparse_cols"]
+    sk = generate_sketches(task)[1]
+    cand = materialize(task, 1, sk, {"tile": {"2": [2, 8]}, "vec": {"csr_spmm.local": 1}},
+                       np.random.default_rng(0))
+    text = str(tc.lower(cand.state))
+    assert text.index("parallel for (j.0 = 0; j.0 < 6;") < text.index(
+        "global float32 dense.global[1][50][16]") < text.index("for (i = 0; i < 40;")
+    assert "local float32 csr_spmm.local[1][16]" in text
+    assert "dense.global[0, (int64)indices[" in text  # the panel read at the gathered row
+    x = wl.make_inputs(np.random.default_rng(1))
+    _check(tc.build(wl.dag, schedule=cand.state, cache=False), wl, x)
+    bsr = W.bsr_spmm(8, 6, 64, 4, 2, density=0.3, seed=1)
+    assert [sk.name for sk in generate_sketches(_task(bsr))] == ["sparse_rows_b4"]
 
 
 @pytest.mark.parametrize("case", ["csr_empty_dense", "bsr_4x4", "sddmm_empty_dense"])
