@@ -141,7 +141,7 @@ def _region(state: State, sid: int, by_tensor: dict, inside: list) -> list:
         # the loops around the attach point (filled cooperatively, TVM's thread relaxation)
         inner.update(_thread_ranges(state, tid, k, ranges))
     dyn_inner = {it.var for it in nest.iters[k + 1:] if it.var not in ranges}
-    dyn = set()  # data-dependent loops of readers attached inside loop k
+    dyn = set()  # data-dependent loops of readers attached inside loop k (see below)
     reads = [(idx, inner) for idx in _reads(state, t, s, by_tensor)]
     for r in inside:
         kr = attach_loop_on(state, r, tid)
@@ -170,7 +170,7 @@ def _region(state: State, sid: int, by_tensor: dict, inside: list) -> list:
         dom_lo, dom_hi = interval(axis.begin, {}), interval(axis.end, {})
         for idx, inside in reads:
             e = idx[d]
-            if any(v in dyn for v in free_vars(e)):
+            if any(v in dyn or v in dyn_inner for v in free_vars(e)):
                 # read at a data-dependent place (a sparse row's column index): the region is the
                 # whole axis, which holds every index the kernel's index checks let through
                 if dom_lo is None or dom_hi is None:
@@ -178,10 +178,6 @@ def _region(state: State, sid: int, by_tensor: dict, inside: list) -> list:
                                         f"loops along axis '{axis.name}' of no constant extent")
                 lo, hi = Const(dom_lo[0], INDEX), Const(dom_hi[0] - 1, INDEX)
                 break
-            if any(v in dyn_inner for v in free_vars(e)):
-                raise ScheduleError(f"compute_at: the region of '{s.name}' read inside "
-                                    f"data-dependent loops of '{t.name}' is unknown; attach "
-                                    f"it inside those loops")
             b = bound(e, inside, ranges)
             if b is None:
                 raise ScheduleError(f"compute_at: cannot bound index {e!r} of '{s.name}'")

@@ -77,6 +77,33 @@ def test_sparse_schedule_with_data_dependent_loop():
     _check(s, wl)
 
 
+def test_a_copy_read_at_data_dependent_places_covers_its_whole_axis():
+    """The dense operand of an SpMM packed one column panel at a time, computed at the panel loop
+    outside the rows: its reads at ``indices[...]`` inside the register cache's nonzero loop bound
+    the copy to the whole K axis, and the result is right on index data with empty rows and a
+    full row. Without the cache, the panel loop would enclose the output's own nonzero loop:
+    refused, as before."""
+    wl = W.csr_spmm(23, 17, 20, 0.2, empty_rows=True, dense_row=True)
+    s = Schedule(wl.dag)
+    out, dense = wl.dag.outputs[0], wl.dag.inputs[3]
+    panel = s.cache_read(dense, "global", [s[out]], pack=(1, 8))
+    cache = s.cache_write(out, "local")
+    i, j = s[out].axes
+    jo, ji = s[out].split(j, factor=8)
+    s[out].reorder(jo, i, ji)
+    s[out].parallel(jo)
+    s[cache].compute_at(s[out], i)
+    s[panel].compute_at(s[out], jo)
+    assert "dense.global[1][17][8]" in str(s.lower())
+    _check(s, wl)
+    s = Schedule(wl.dag)
+    panel = s.cache_read(dense, "global", [s[out]], pack=(1, 8))
+    jo, ji = s[out].split(s[out].axes[1], factor=8)
+    s[out].reorder(jo, s[out].axes[0], s[out].reduce_axes[0], ji)
+    with pytest.raises(ScheduleError, match="encloses the data-dependent loop"):
+        s[panel].compute_at(s[out], jo)
+
+
 def test_all_step_kinds_are_exercised_and_registered():
     assert {"SP", "FU", "RE", "AN", "PR", "CA", "CI", "CR", "CHR", "CHW", "RF", "SA"} <= set(STEP_KINDS)
 
