@@ -23,7 +23,8 @@ How it measures (the search, the log and the cost model stay in the driver, unch
   node still builds (each node's workers build its share of the round in parallel).
 - **Targets**: each actor reports its node's LLVM host CPU and features; a node started with the
   label ``tecomp-cpu=NAME`` (``ray start --labels='{"tecomp-cpu": "NAME"}'``) is taken to be a
-  ``NAME`` instead. A task's candidates go only to nodes whose CPU (and, unless labelled, the CPU
+  ``NAME`` instead, and builds a ``NAME`` task's candidates for itself (the label's promise; this
+  machine, like any other, refuses to build for a CPU it is not). A task's candidates go only to nodes whose CPU (and, unless labelled, the CPU
   features that change generated code, those ``str(target)`` names after ``-mattr``) are the task
   target's. The first round of each target prints which nodes were taken, which not
   and why.
