@@ -62,4 +62,13 @@ __all__ = ["ir", "ops", "Kernel", "ReshapedKernel", "build", "ComputeDAG", "Tens
            "ceil", "compute", "compute_csr", "cos", "exp", "floor", "if_then_else", "log", "max",
            "maximum", "min", "minimum", "placeholder", "reduce_axis", "round", "sigmoid", "sin", "sqrt",
            "sum", "tanh", "lower", "Schedule", "ScheduleError", "Target", "load_records", "load",
-           "TargetKind"]
+           "TargetKind",
+           # loaded on first use (``__getattr__``); RayMeasurer is left out of ``import *``,
+           # which would need the optional ray
+           "SearchTask", "TuningOptions", "tune", "TuneResult", "tune_tasks", "TuneTasksResult",
+           "rerank", "RerankResult", "from_onnx", "Model", "CompiledModel", "compile_model",
+           "tune_model", "Layout"]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | {"RayMeasurer"})

@@ -14,6 +14,7 @@ from .ir.loop import PrimFunc, verify
 from .ir.validate import IndexValidator
 from .lowering import lower
 from .lowering.constants import constants_key
+from .schedule.schedule import replay_on
 from .target import Target, TargetKind
 
 __all__ = ["build", "Kernel"]
@@ -294,22 +295,21 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
         CPU or other features raises ``ValueError``); ``"cuda"`` (or ``"cuda -arch=sm_XX"``) for
         an NVIDIA GPU.
     schedule : Schedule, optional
-        An explicit schedule of ``dag``; by default every stage at root in natural loop order
-        (``llvm``), or :func:`tecomp.schedule.gpu_default.default_gpu_schedule` (``cuda``: PTX is
-        built without a GPU and checked by ptxas where ptxas exists).
+        A schedule of ``dag`` (or of an equal DAG); by default every stage at root in loop order
+        (``llvm``) or :func:`tecomp.schedule.gpu_default.default_gpu_schedule` (``cuda``: PTX,
+        built without a GPU, checked by ptxas where ptxas exists).
     log : str or path, optional
         A tuning log (JSON lines): build the best valid record for ``dag.workload_key`` and
         ``str(target)`` (records of another CPU/arch of the same target kind are used, with a
         warning, when none match exactly). Exclusive with ``schedule``. A record that no longer
-        replays is skipped, with a warning, for the next best. A missing file raises
-        ``FileNotFoundError``.
+        replays is skipped, with a warning, for the next best; a missing file: FileNotFoundError.
     on_missing : "error" or "default"
         With ``log``, when the log has no usable record for this workload and target:
         ``"error"`` raises ``LookupError`` (naming the key, the target and what the log holds);
         ``"default"`` warns and builds the default schedule.
     cache : bool
-        Keep the compiled code in this process's cache (per workload key, schedule and target) and
-        reuse it; the tuner's workers, which build thousands of one-off candidates, turn it off.
+        Keep the compiled code in this process's cache (per workload key, schedule and target)
+        and reuse it (the tuner's workers, building thousands of one-off candidates, do not).
     constants : dict, optional
         Input name -> array: inputs whose values are fixed (weights). They are copied now and the
         kernel takes only the other inputs; every root stage of the schedule that depends only on
@@ -346,7 +346,7 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
         from .schedule.log_schedule import schedule_from_log
         schedule = schedule_from_log(dag, log, target, on_missing)
     if schedule is not None and getattr(schedule, "dag", None) is not dag:
-        raise ValueError("the schedule was made for a different ComputeDAG")
+        schedule = replay_on(schedule, dag)  # an equal DAG built again; else ValueError
     sched_key = "default" if schedule is None else schedule.key
     key = (dag.workload_key, sched_key, str(target), target.features, constants_key(constants))
     entry = None

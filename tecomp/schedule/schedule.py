@@ -16,7 +16,7 @@ from .stage_handle import IterHandle, StageHandle
 from .state import ComputeLocation, ScheduleError, State
 from .steps import step_from_record
 
-__all__ = ["Schedule", "StageHandle", "IterHandle"]
+__all__ = ["Schedule", "StageHandle", "IterHandle", "replay_on"]
 
 
 class Schedule:
@@ -300,3 +300,23 @@ def _moved(step, sid: int, before: list, after: list):
     if getattr(step, "target_stage_id", None) == sid:
         ch["target_iter_id"] = loop(step.target_iter_id)
     return dataclasses.replace(step, **ch)
+
+
+def replay_on(schedule, dag: ComputeDAG) -> Schedule:
+    """``schedule`` (a :class:`Schedule` or a ``State``) replayed on ``dag``: itself when it was
+    made for ``dag``, else its steps on ``dag``, an equal DAG built again (the same workload key:
+    the same ops, shapes and dtypes, so the steps' stage and loop numbers mean the same there).
+
+    Raises
+    ------
+    ValueError
+        ``schedule`` was made for a DAG of another workload.
+    """
+    other = getattr(schedule, "dag", None)
+    if other is dag:
+        return schedule
+    if not isinstance(other, ComputeDAG) or other.workload_key != dag.workload_key:
+        raise ValueError("the schedule was made for a different ComputeDAG (another workload: "
+                         "its ops, shapes or dtypes differ)")
+    steps = schedule.state.steps if isinstance(schedule, Schedule) else schedule.steps
+    return Schedule(dag, list(steps))

@@ -24,10 +24,10 @@ How it measures (the search, the log and the cost model stay in the driver, unch
 - **Targets**: each actor reports its node's LLVM host CPU and features; a node started with the
   label ``tecomp-cpu=NAME`` (``ray start --labels='{"tecomp-cpu": "NAME"}'``) is taken to be a
   ``NAME`` instead, and builds a ``NAME`` task's candidates for itself (the label's promise; this
-  machine, like any other, refuses to build for a CPU it is not). A task's candidates go only to nodes whose CPU (and, unless labelled, the CPU
-  features that change generated code, those ``str(target)`` names after ``-mattr``) are the task
-  target's. The first round of each target prints which nodes were taken, which not
-  and why.
+  machine, like any other, refuses to build for a CPU it is not). A task's candidates go only
+  to nodes whose CPU (and, unless labelled, the CPU features that change generated code, those
+  ``str(target)`` names after ``-mattr``) are the task target's. The first round of each target
+  prints which nodes were taken, which not and why.
 - **Balance**: a round is handed out in chunks (at most one per node's worker count, about an
   equal share per node), the next chunk to whichever node finishes first.
 - **Faults**: a node that dies, is removed, or does not answer within its chunk's time limit is

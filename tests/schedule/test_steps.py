@@ -226,3 +226,30 @@ def test_storage_align_pads_the_buffer_stride():
 def _allocated(func):
     from tecomp.ir.loop import Allocate, stmts
     return [st.buffer for st in stmts(func.body) if isinstance(st, Allocate)]
+
+
+def test_a_schedule_builds_an_equal_dag_built_again_and_refuses_another():
+    """``tc.build(dag2, schedule=s)`` with ``s`` made for an equal DAG (the same workload key,
+    built again) replays its steps on ``dag2``; a schedule of another workload is refused."""
+    def dag_of(n):
+        A = tc.placeholder((n, 24), name="A")
+        B = tc.placeholder((24, 16), name="B")
+        k = tc.reduce_axis(24, name="k")
+        C = tc.compute((n, 16), lambda i, j: tc.sum(A[i, k] * B[k, j], axis=k), name="C")
+        return tc.ComputeDAG([A, B, C])
+    first, again, other = dag_of(32), dag_of(32), dag_of(40)
+    assert first is not again and first.workload_key == again.workload_key
+    s = Schedule(first)
+    C = first.outputs[0]
+    io, ii = s[C].split(s[C].axes[0], factor=8)
+    s[C].parallel(io)
+    s[C].vectorize(s[C].axes[-1])
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((32, 24), np.float32), rng.standard_normal((24, 16), np.float32)
+    k = tc.build(again, schedule=s)
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    assert str(k.func) == str(s.lower())
+    with pytest.raises(ValueError, match="another workload"):
+        tc.build(other, schedule=s)
+    with pytest.raises(ValueError, match="another workload"):
+        tc.build(other, schedule=s.state)
