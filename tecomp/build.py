@@ -345,8 +345,8 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
     if log is not None:
         from .schedule.log_schedule import schedule_from_log
         schedule = schedule_from_log(dag, log, target, on_missing)
-    if schedule is not None and getattr(schedule, "dag", None) is not dag:
-        schedule = replay_on(schedule, dag)  # an equal DAG built again; else ValueError
+    if schedule is not None:
+        schedule = replay_on(schedule, dag)  # itself, or on an equal DAG built again
     sched_key = "default" if schedule is None else schedule.key
     key = (dag.workload_key, sched_key, str(target), target.features, constants_key(constants))
     entry = None

@@ -102,7 +102,7 @@ class Target:
         """
         if self.kind is not TargetKind.LLVM:
             return ""
-        host = Target(TargetKind.LLVM, *host_cpu())
+        host = _host()
         if self.cpu != host.cpu:
             return (f"target '{self}' names the CPU {self.cpu}, but this host is a {host.cpu}: "
                     f"tecomp compiles for the CPU it runs on (use target='llvm'; records of "
@@ -139,6 +139,12 @@ class Target:
             feats = self.codegen_features
             return f"llvm -mcpu={self.cpu}" + (f" -mattr={','.join(feats)}" if feats else "")
         return f"cuda -arch={self.arch}"
+
+
+@functools.cache
+def _host() -> Target:
+    """This machine's llvm target (its codegen features worked out once)."""
+    return Target(TargetKind.LLVM, *host_cpu())
 
 
 def host_cpu() -> tuple:

@@ -235,8 +235,7 @@ class LocalMeasurer:
         measured here: a CPU target of another CPU (:meth:`~tecomp.target.Target.require_host`), a
         device target (cuda) (the target's :class:`~.target_search.DeviceMeasurement`)."""
         todo: dict = {}
-        for i in inputs:
-            t = i.task.target
+        for t in {i.task.target for i in inputs}:
             t.require_host()  # a CPU target of another CPU: every build would be refused
             device = target_search(t).device
             if device is not None and t not in self._device_ok:

@@ -107,10 +107,9 @@ def panel_operand(op) -> tuple | None:
         if not isinstance(x, TensorRead):
             continue
         dims = [d for d, i in enumerate(x.indices) if i is col]
-        gathered = any(isinstance(v, TensorRead) for i in x.indices if i is not col
-                       for v in walk(i))
-        if len(dims) == 1 and gathered and not any(v is col for i in x.indices if i is not col
-                                                   for v in walk(i)):
+        rest = [v for i in x.indices if i is not col for v in walk(i)]  # the other indices
+        if len(dims) == 1 and any(isinstance(v, TensorRead) for v in rest) \
+                and not any(v is col for v in rest):
             found.setdefault(id(x.tensor), (x.tensor, dims[0]))
     return next(iter(found.values())) if len(found) == 1 else None
 
