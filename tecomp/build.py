@@ -13,8 +13,8 @@ from .ir.dag import ComputeDAG
 from .ir.loop import PrimFunc, verify
 from .ir.validate import IndexValidator
 from .lowering import lower
-from .lowering.constants import constants_key
-from .schedule.schedule import replay_on
+from .lowering.constants import check_constants, constants_key
+from .schedule import default_cpu_schedule, replay_on
 from .target import Target, TargetKind
 
 __all__ = ["build", "Kernel"]
@@ -295,7 +295,7 @@ def build(dag: ComputeDAG, target="llvm", schedule=None, log=None, on_missing="e
         CPU or other features raises ``ValueError``); ``"cuda"`` (or ``"cuda -arch=sm_XX"``) for
         an NVIDIA GPU.
     schedule : Schedule, optional
-        A schedule of ``dag`` (or of an equal DAG); by default every stage at root in loop order
+        A schedule of ``dag`` (or of an equal DAG); by default ``tc.schedule.default_cpu_schedule``
         (``llvm``) or :func:`tecomp.schedule.gpu_default.default_gpu_schedule` (``cuda``: PTX,
         built without a GPU, checked by ptxas where ptxas exists).
     log : str or path, optional
@@ -347,7 +347,8 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
         schedule = schedule_from_log(dag, log, target, on_missing)
     if schedule is not None:
         schedule = replay_on(schedule, dag)  # itself, or on an equal DAG built again
-    sched_key = "default" if schedule is None else schedule.key
+    # the default schedule depends on the ops' tags, which the workload key leaves out
+    sched_key = ("default", *(s.op.tag for s in dag.compute_stages)) if schedule is None else schedule.key
     key = (dag.workload_key, sched_key, str(target), target.features, constants_key(constants))
     entry = None
     with _CACHE_LOCK:
@@ -370,15 +371,15 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
         with _CACHE_LOCK:
             split = _CACHE.get(code_key) if cache else None
         if split is None:
-            split = _split_constants(dag, lower(dag if schedule is None else schedule),
-                                     constants)
+            sched = default_cpu_schedule(dag) if schedule is None else schedule
+            split = _split_constants(dag, lower(sched), constants)
             if cache:
                 with _CACHE_LOCK:
                     _CACHE[code_key] = split
         func, compiled, bound = split[0], split[1], _bind_constants(dag, split, constants)
     else:
         from .codegen.llvm_cpu import compile_cpu
-        func = lower(dag if schedule is None else schedule)
+        func = lower(default_cpu_schedule(dag) if schedule is None else schedule)
         verify(func)
         compiled = compile_cpu(func)
     kernel = Kernel(dag, target, func, compiled, bound)
@@ -395,7 +396,6 @@ def _check_constants(dag: ComputeDAG, target: Target, constants) -> dict:
     if target.kind is not TargetKind.LLVM:
         raise NotImplementedError(f"constants= (weights packed once at build time) is implemented "
                                   f"for the llvm target only, not {target}; build without it")
-    from .lowering.constants import check_constants
     # copies, read-only, on a cache line (a weight bound as it is, not packed, too)
     return check_constants(dag, constants, empty=aligned_empty)
 

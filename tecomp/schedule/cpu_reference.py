@@ -21,7 +21,7 @@ from ..ir.expr import IterKind
 from .schedule import Schedule
 from .state import ScheduleError
 
-__all__ = ["reference_cpu_schedule"]
+__all__ = ["reference_cpu_schedule", "reorder_and_parallelize"]
 
 #: the innermost spatial loop must be at least this long for the reorder to pay (a softmax row
 #: reduction ``m[i] = max_j x[i, j]`` keeps its contiguous inner ``j``)
@@ -48,14 +48,18 @@ def reference_cpu_schedule(dag: ComputeDAG) -> Schedule:
             continue
         trial = Schedule(dag, steps)
         try:
-            _stage(trial, st.tensor)
+            reorder_and_parallelize(trial, st.tensor)
         except ScheduleError:
             continue
         steps = trial.steps
     return Schedule(dag, steps)
 
 
-def _stage(s: Schedule, tensor) -> None:
+def reorder_and_parallelize(s: Schedule, tensor) -> None:
+    """Move the root stage of ``tensor``'s reductions just outside its innermost spatial loop and
+    run the spatial loops outside them on the thread pool (see the module docstring); a stage
+    with data-dependent extents, or that is not a plain spatial/reduction nest, is left alone.
+    Raises :class:`ScheduleError` where a step does not apply."""
     h = s[tensor]
     iters = s.state.stages[h.index].iters
     if any(it.const_extent is None for it in iters):
