@@ -41,6 +41,7 @@ Costs that are not finite are written as ``null`` (strict JSON) and read back as
 from __future__ import annotations
 
 import enum
+import gc
 import json
 import math
 import os
@@ -99,7 +100,7 @@ class MeasureResult:
     timestamp: float = field(default_factory=time.time)
 
     def __post_init__(self):
-        self.costs = tuple(float(c) for c in self.costs)
+        self.costs = tuple(map(float, self.costs))
         if not isinstance(self.error, ErrorKind):
             self.error = ErrorKind(self.error)
         self.error_msg = str(self.error_msg)
@@ -233,15 +234,15 @@ class Record:
         if not isinstance(decisions, dict):
             raise ValueError("'decisions' must be an object")
         costs = res["costs"]
-        if not isinstance(costs, list) or not all(
-                c is None or (isinstance(c, (int, float)) and not isinstance(c, bool))
-                for c in costs):
+        kinds = set(map(type, costs)) if type(costs) is list else None
+        if kinds is None or not kinds <= _COST_TYPES:
             raise ValueError("'result.costs' must be a list of numbers")
-        if not all(c is None or c > 0 for c in costs):  # 0, negative, NaN: not a measurement
+        if not (all(map(_POSITIVE, costs)) if type(None) not in kinds
+                else all(c is None or c > 0 for c in costs)):  # 0, negative, NaN: no measurement
             raise ValueError(f"'result.costs' must be positive seconds, got {costs[:4]}")
         try:
-            error = ErrorKind(res["error"])
-        except ValueError:
+            error = _ERROR_KINDS[res["error"]]
+        except (KeyError, TypeError):  # TypeError: not hashable (a list, an object)
             raise ValueError(f"unknown error kind {res['error']!r} (known: "
                              f"{', '.join(e.value for e in ErrorKind)})") from None
         if error is ErrorKind.NONE and not costs:
@@ -258,6 +259,12 @@ class Record:
             return rec
         except (TypeError, ValueError) as e:
             raise ValueError(f"bad field: {e}") from None
+
+
+_ERROR_KINDS = {e.value: e for e in ErrorKind}
+# a cost's types (json.loads gives exact ones, so a bool is not an int here); null is infinity
+_COST_TYPES = frozenset((int, float, type(None)))
+_POSITIVE = (0.0).__lt__  # c > 0 for an int or float c (False for NaN)
 
 
 def _plain(x):
@@ -340,18 +347,26 @@ def load_records(path, contexts: bool = False) -> list:
     except FileNotFoundError:
         raise FileNotFoundError(f"tuning log {path!r} does not exist") from None
     out = []
-    for n, line in enumerate(text.split("\n"), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        try:
-            rec = Record.from_json(s)
-        except (ValueError, TypeError, RecursionError, MemoryError) as e:  # whatever the line holds
-            warnings.warn(f"{path}:{n}: skipped a line that is not a tuning record: {e}",
-                          RuntimeWarning, stacklevel=2)
-            continue
-        if contexts or not rec.context:
-            out.append(rec)
+    # a log parses into millions of small lists and dicts, none in a cycle: the cyclic collector,
+    # triggered by their count, would scan them (and all else alive) again and again
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for n, line in enumerate(text.split("\n"), 1):
+            s = line.strip()
+            if not s or s.startswith("#"):
+                continue
+            try:
+                rec = Record.from_json(s)
+            except (ValueError, TypeError, RecursionError, MemoryError) as e:  # whatever it holds
+                warnings.warn(f"{path}:{n}: skipped a line that is not a tuning record: {e}",
+                              RuntimeWarning, stacklevel=2)
+                continue
+            if contexts or not rec.context:
+                out.append(rec)
+    finally:
+        if collecting:
+            gc.enable()
     return out
 
 

@@ -59,9 +59,25 @@ def test_tune_model_resumes_and_the_log_builds_the_model(tmp_path):
     assert cm(x).shape == (1, 8, 3, 3)
 
 
+def _three_small_convs():
+    """three_convs' graph (two convolutions of one shape, a strided third) with 2 channels on a
+    4x4 image: two distinct layers whose random candidates build in about a second (unrolled, the
+    4-channel 6x6 ones' took up to 9 s)."""
+    from onnx import helper
+    from onnx_util import make_model
+    w = lambda *s: (np.random.default_rng(sum(s)).standard_normal(s) * 0.3).astype(np.float32)  # noqa: E731
+    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "W2", "B2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "W3"], ["y"], strides=[2, 2])]
+    inits = {"W1": w(2, 2, 3, 3), "B1": w(2), "W2": w(2, 2, 3, 3), "B2": w(2), "W3": w(4, 2, 2, 2)}
+    return make_model(nodes, {"x": [1, 2, 4, 4]}, {"y": [1, 4, 2, 2]}, inits)
+
+
 def test_ctrl_c_stops_tune_model_cleanly_and_the_log_resumes(tmp_path):
     path, log = tmp_path / "three.onnx", tmp_path / "int.jsonl"
-    onnx.save(three_convs(), str(path))
+    onnx.save(_three_small_convs(), str(path))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     p = start_tuning(["tune-model", str(path), "--trials", "400", "--log", str(log), *FAST],
                      log, env=env)
@@ -75,9 +91,10 @@ def test_ctrl_c_stops_tune_model_cleanly_and_the_log_resumes(tmp_path):
     # the log is whole: every line a record, and the message counts them
     recs = whole_log_records(log)
     assert len(recs) >= 8 and f"holds {len(recs)} records of these layers" in lines[0]
-    # and it resumes: a rerun reads it, measures none of its candidates again, adds to it
+    # and it resumes: a rerun reads it, measures none of its candidates again, adds to it (no
+    # timing in place after it: those records are not the search's, load_records leaves them out)
     r = run("tune-model", str(path), "--trials", "4", "--log", str(log), "--min-records", "0",
-            *FAST)
+            "--in-place", "0", *FAST)
     assert r.returncode == 0, r.stderr
     assert "resuming: the log holds records of" in r.stdout
     again = load_records(log)

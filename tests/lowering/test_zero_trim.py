@@ -77,8 +77,9 @@ def test_an_untiled_upper_bound_and_strict_comparisons_trim_too():
 
 
 def test_sampled_candidates_of_masked_matmuls_and_a_cumulative_sum_are_right():
-    check_sampled_candidates(_masked_matmul(40, 24, 40), n=8, seed=3)
-    check_sampled_candidates(_masked_matmul(21, 16, 30, upper=True, offset=4), n=8, seed=4)
+    # small shapes (still several tiles of each loop): a candidate's unrolled body compiles quickly
+    check_sampled_candidates(_masked_matmul(24, 8, 24), n=8, seed=3)
+    check_sampled_candidates(_masked_matmul(13, 8, 18, upper=True, offset=4), n=8, seed=4)
     x = tc.placeholder((50,), "float32", name="x")
     k = tc.reduce_axis(50, name="k")
     y = tc.compute((50,), lambda i: tc.sum(tc.if_then_else(k <= i, x[k], 0.0), axis=k), name="cs")
@@ -139,7 +140,7 @@ def test_random_schedules_of_a_masked_matmul_match_numpy(data, upper, offset):
 def test_gpu_candidates_of_a_triangular_matmul_trim_and_emulate_correctly():
     from tecomp.search.target_search import generate_sketches, materialize
     from tecomp.search.task import SearchTask
-    wl = _masked_matmul(24, 16, 24)
+    wl = _masked_matmul(16, 8, 16)  # small: the candidates' unrolled thread loops build quickly
     task = SearchTask(wl.dag, target="cuda")
     x = wl.make_inputs(np.random.default_rng(2))
     ref = wl.reference(x)[0]
@@ -169,8 +170,9 @@ def test_a_padded_convolution_keeps_its_tap_loops_whole():
 
 
 def test_a_band_is_cut_from_both_sides():
-    # k in [i - 3, i + 2]: three parts of the k loop, the middle one without the select
-    M, N, K = 40, 16, 40
+    # k in [i - 3, i + 2]: three parts of the k loop, the middle one without the select (a band
+    # of 6 in 24 columns; a narrow N keeps the candidates' unrolled bodies quick to compile)
+    M, N, K = 24, 8, 24
     A = tc.placeholder((M, K), "float32", name="A")
     B = tc.placeholder((K, N), "float32", name="B")
     k = tc.reduce_axis(K, name="k")

@@ -36,7 +36,8 @@ def test_nhwc_layout_variants_are_direct(method):
     assert a.workload_key == b.workload_key
 
 
-@pytest.mark.parametrize("args", [LAYERS[0], LAYERS[2], LAYERS[3]])
+# LAYERS[0] on a 7x9 image (its sketches; smaller candidates to build and interpret)
+@pytest.mark.parametrize("args", [(1, 8, 7, 9, 16, 3, 3, 1, 1, 1, 1), LAYERS[2], LAYERS[3]])
 def test_sampled_candidates_natively_and_emulated(args):
     """Random candidates of every sketch, natively and emulated; the input reorder at root or
     inlined, never computed inside the convolution's tiles."""

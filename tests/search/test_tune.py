@@ -30,11 +30,11 @@ def _task(n=32):
 def test_tune_finds_a_valid_schedule_and_logs_every_trial(tmp_path):
     wl, task = _task()
     log = tmp_path / "mm.jsonl"
-    res = tc.tune(task, trials=16, log=str(log), options=tc.TuningOptions(**FAST),
+    res = tc.tune(task, trials=8, log=str(log), options=tc.TuningOptions(**FAST),
                   cost_model=RandomModel(0))
-    assert res.trials == 16 and res.best_schedule is not None and res.best_gflops > 0
+    assert res.trials == 8 and res.best_schedule is not None and res.best_gflops > 0
     recs = load_records(str(log))
-    assert len(recs) == 16 and len({r.key for r in recs}) == 16
+    assert len(recs) == 8 and len({r.key for r in recs}) == 8
     assert all(r.decisions.get("sketch") for r in recs)
     x = wl.make_inputs(np.random.default_rng(0))
     k = tc.build(wl.dag, log=str(log))
@@ -46,10 +46,11 @@ def test_resume_never_measures_a_state_twice(tmp_path):
     _, task = _task()
     log = str(tmp_path / "mm.jsonl")
     opt = tc.TuningOptions(**FAST)
-    tc.tune(task, trials=8, log=log, options=opt, cost_model=RandomModel(0))
-    tc.tune(task, trials=8, log=log, options=opt, cost_model=RandomModel(0))
+    # the same seed: the rerun draws what the first run measured, and must measure others
+    tc.tune(task, trials=4, log=log, options=opt, cost_model=RandomModel(0))
+    tc.tune(task, trials=4, log=log, options=opt, cost_model=RandomModel(0))
     keys = [r.key for r in load_records(log)]
-    assert len(keys) == 16 and len(set(keys)) == 16
+    assert len(keys) == 8 and len(set(keys)) == 8
 
 
 
@@ -59,7 +60,7 @@ def test_resume_starts_from_the_best_record_that_replays(tmp_path):
     wl, task = _task()
     log = str(tmp_path / "mm.jsonl")
     opt = tc.TuningOptions(**FAST)
-    tc.tune(task, trials=8, log=log, options=opt, cost_model=RandomModel(0))
+    tc.tune(task, trials=4, log=log, options=opt, cost_model=RandomModel(0))
     lines = open(log).read().splitlines()
     bogus = json.loads(lines[0])
     bogus["steps"] = [["ZZ", 1]]
@@ -99,10 +100,10 @@ def test_kill_9_during_tuning_then_resume_loses_nothing(tmp_path):
     before = load_records(log)
     assert len(before) >= 8
     _, task = _task()
-    tc.tune(task, trials=8, log=log, options=tc.TuningOptions(**FAST), cost_model=RandomModel(2))
+    tc.tune(task, trials=4, log=log, options=tc.TuningOptions(**FAST), cost_model=RandomModel(2))
     after = load_records(log)
     assert [r.key for r in after[:len(before)]] == [r.key for r in before]
-    assert len(after) == len(before) + 8
+    assert len(after) == len(before) + 4
     assert len({r.key for r in after}) == len(after)
 
 
