@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import enum
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..schedule import load_records
 from .evolution import sketch_signature
 from .measure import LocalMeasurer
 from .task import TuningOptions
@@ -152,7 +154,8 @@ def tune_tasks(tasks, trials: int, log=None, weights=None, options: TuningOption
         shared = default_cost_model(list(tasks), opt)
         cost_model_factory = lambda t: shared  # noqa: E731
     with log_lock(log):  # before anything is measured: writable, and no other writer
-        tuners = [TaskTuner(t, opt, cost_model_factory(t), log) for t in tasks]
+        logged = load_records(log) if log is not None and os.path.exists(log) else []
+        tuners = [TaskTuner(t, opt, cost_model_factory(t), log, logged) for t in tasks]
         out = TuneTasksResult([tu.result for tu in tuners], weights, alternatives=alternatives)
         out.allocation = [0] * len(tasks)
         # best latency after each of the task's rounds; a task resumed from the log with a valid

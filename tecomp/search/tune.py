@@ -95,9 +95,11 @@ def default_cost_model(task, options: TuningOptions):
 
 class TaskTuner:
     """One task's search: resumes from ``log``, then each :meth:`round` measures up to ``n`` new
-    candidates and appends their records."""
+    candidates and appends their records. ``logged``: the log's records when the caller has read
+    them already (a network's tuning reads its log once for all its tasks)."""
 
-    def __init__(self, task: SearchTask, options: TuningOptions, cost_model=None, log=None):
+    def __init__(self, task: SearchTask, options: TuningOptions, cost_model=None, log=None,
+                 logged: list | None = None):
         if task.missing_index_data:  # every candidate would fail to run: say so before any
             raise ValueError(f"{task}: the DAG reads sparse index data from "
                              f"{', '.join(repr(m) for m in task.missing_index_data)}; tune it "
@@ -111,9 +113,11 @@ class TaskTuner:
         self.flops = task.flop_count()
         self.empty_rounds = 0
         self.resumed = 0  # records of this task the log held when the tuner started
-        if log is not None and os.path.exists(log):
+        if logged is None and log is not None and os.path.exists(log):
+            logged = load_records(log)
+        if logged:
             res = self.result
-            records = [r for r in load_records(log) if r.workload_key == task.workload_key]
+            records = [r for r in logged if r.workload_key == task.workload_key]
             # a NODE_LOST record measured nothing: its candidate is measured again
             mine = [r for r in records if r.result.measured and same_target(r.target, self.target)]
             for r in mine:

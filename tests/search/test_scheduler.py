@@ -283,3 +283,21 @@ def test_a_round_on_an_alternative_counts_by_what_it_takes_off_the_sets_fastest(
     grads = {0: -0.1, 1: -3.0}
     _through_minimum(grads, [0, 1], tuners, [2.0, 2.0], "latency", 1)
     assert grads[1] == pytest.approx(2.0 * (0.5 - 1.0))
+
+
+def test_a_network_tuning_reads_its_log_once(tmp_path, monkeypatch):
+    """Every task resumes from the log, which is parsed once for all of them (a shipped ResNet-50
+    log took 0.6 s a task to parse)."""
+    from tecomp.search import scheduler, tune
+    tasks = [tc.SearchTask(W.matmul(n, n, n).dag) for n in (16, 24)]
+    log = str(tmp_path / "net.jsonl")
+    opt = tc.TuningOptions(**FAST)
+    tc.tune_tasks(tasks, trials=8, log=log, options=opt, cost_model_factory=lambda t: RandomModel(0))
+    reads = []
+    for mod in (scheduler, tune):
+        real = mod.load_records
+        monkeypatch.setattr(mod, "load_records", lambda *a, _r=real, **k: reads.append(a) or _r(*a, **k))
+    res = tc.tune_tasks(tasks, trials=4, log=log, options=opt,
+                        cost_model_factory=lambda t: RandomModel(0))
+    assert all(r.best_schedule is not None for r in res.results)  # both resumed from the log
+    assert len([a for a in reads if a[0] == log]) == 1
