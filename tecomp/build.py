@@ -347,7 +347,6 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
         schedule = schedule_from_log(dag, log, target, on_missing)
     if schedule is not None:
         schedule = replay_on(schedule, dag)  # itself, or on an equal DAG built again
-    # the default schedule depends on the ops' tags, which the workload key leaves out
     sched_key = ("default", *(s.op.tag for s in dag.compute_stages)) if schedule is None else schedule.key
     key = (dag.workload_key, sched_key, str(target), target.features, constants_key(constants))
     entry = None
@@ -362,6 +361,8 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
         kernel._cache_entry = entry
         return kernel
     bound = None
+    if schedule is None and target.kind is not TargetKind.CUDA:
+        schedule = default_cpu_schedule(dag)  # the key names it by the ops' tags, made on a miss
     if target.kind is TargetKind.CUDA:
         func, compiled = _build_cuda(dag, schedule, target)
     elif constants:
@@ -371,15 +372,14 @@ def _build(dag, target, schedule, log, on_missing, cache, constants) -> Kernel:
         with _CACHE_LOCK:
             split = _CACHE.get(code_key) if cache else None
         if split is None:
-            sched = default_cpu_schedule(dag) if schedule is None else schedule
-            split = _split_constants(dag, lower(sched), constants)
+            split = _split_constants(dag, lower(schedule), constants)
             if cache:
                 with _CACHE_LOCK:
                     _CACHE[code_key] = split
         func, compiled, bound = split[0], split[1], _bind_constants(dag, split, constants)
     else:
         from .codegen.llvm_cpu import compile_cpu
-        func = lower(default_cpu_schedule(dag) if schedule is None else schedule)
+        func = lower(schedule)
         verify(func)
         compiled = compile_cpu(func)
     kernel = Kernel(dag, target, func, compiled, bound)

@@ -23,6 +23,7 @@ import numpy as np
 from ..build import build
 from ..codegen.memory import aligned_empty
 from ..kernel_views import ReshapedKernel
+from ..schedule import default_cpu_schedule
 from ..target import Target, TargetKind
 from .fusion import group_variants, partition
 from .graph import Model, ModelError, Op
@@ -194,11 +195,6 @@ class CompiledModel:
                 f"{self.input_names}, outputs {self.output_names}, target {self.target}>")
 
 
-def _default_schedule(dag):
-    from .schedules import default_schedule
-    return default_schedule(dag)
-
-
 def compile_model(model: Model, target="llvm", log=None, in_place: bool = True) -> CompiledModel:
     """Compile ``model`` for ``target``: one kernel per fused group.
 
@@ -341,6 +337,6 @@ def _build_group(gd, target, log, context=""):
             sched = None
     tuned = sched is not None
     if sched is None:
-        sched = _default_schedule(gd.dag)
+        sched = default_cpu_schedule(gd.dag)
     kernel = build(gd.dag, target, schedule=sched, constants=gd.constants or None)
     return kernel, sched, tuned

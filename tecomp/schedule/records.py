@@ -237,8 +237,7 @@ class Record:
         kinds = set(map(type, costs)) if type(costs) is list else None
         if kinds is None or not kinds <= _COST_TYPES:
             raise ValueError("'result.costs' must be a list of numbers")
-        if not (all(map(_POSITIVE, costs)) if type(None) not in kinds
-                else all(c is None or c > 0 for c in costs)):  # 0, negative, NaN: no measurement
+        if not all(c is None or c > 0 for c in costs):  # 0, negative, NaN: not a measurement
             raise ValueError(f"'result.costs' must be positive seconds, got {costs[:4]}")
         try:
             error = _ERROR_KINDS[res["error"]]
@@ -264,7 +263,6 @@ class Record:
 _ERROR_KINDS = {e.value: e for e in ErrorKind}
 # a cost's types (json.loads gives exact ones, so a bool is not an int here); null is infinity
 _COST_TYPES = frozenset((int, float, type(None)))
-_POSITIVE = (0.0).__lt__  # c > 0 for an int or float c (False for NaN)
 
 
 def _plain(x):

@@ -127,7 +127,7 @@ def test_layout_choices_and_errors():
 
 def _default_records(tasks, costs):
     """Valid records of each task's default schedule (what a tuning would have logged)."""
-    from tecomp.frontend.schedules import default_schedule
+    from tecomp.schedule import default_cpu_schedule as default_schedule
     out = []
     for (t, _), cs in zip(tasks, costs):
         steps = default_schedule(t.dag).state.steps_records()

@@ -10,7 +10,7 @@ helper = pytest.importorskip("onnx").helper
 
 import tecomp as tc  # noqa: E402
 from tecomp.frontend.fusion import ConvAlgorithm, group_variants, partition  # noqa: E402
-from tecomp.frontend.schedules import default_schedule  # noqa: E402
+from tecomp.schedule import default_cpu_schedule as default_schedule  # noqa: E402
 from tecomp.schedule.records import MeasureResult, Record, append_records  # noqa: E402
 
 rng = np.random.default_rng(12)
