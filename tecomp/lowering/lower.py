@@ -20,6 +20,7 @@ from ..schedule.bounds import loop_ranges
 from ..schedule.compute_steps import aligned_strides
 from ..schedule.state import Annotation, ComputeLocation, State
 from .gpu_passes import GPUScheduleError
+from .pad_guards import harmless, spatial_bound
 from .stride_phase import stride_phase
 from .zero_trim import zero_trim
 
@@ -147,6 +148,10 @@ class _Lowering:
             guards.setdefault(p, []).append(g)
         first_red = next((n for n, it in enumerate(iters) if it.kind is IterKind.REDUCE), None)
         sunk = self.sink_thread_guards(sid, guards)
+        # a private tile computes its padding rather than masking it (pad_guards.py)
+        pad = buf.scope is Scope.LOCAL and s.location is ComputeLocation.AT \
+            and not op.is_ragged and not self.thread_vars
+        reduce_vars = {it.var for it in iters if it.kind is IterKind.REDUCE} if pad else set()
         if first_red is None and init is not None:  # a reduction over an empty set of axes
             stmt = seq(init, stmt)
         stmt = _guard(sunk, stmt)
@@ -157,12 +162,16 @@ class _Lowering:
             for pid in reversed(self.attached.get((sid, p), [])):
                 ps = self.state.stages[pid]
                 stmt = Allocate(self.buffers[id(ps.tensor)], seq(self.stage_nest(pid), stmt))
+            if pad and guards.get(p):
+                _drop_padding(guards, p, reduce_vars, stmt, ranges)
             stmt = _guard(guards.get(p), stmt)
             it = iters[p]
             ext = self.convert(it.extent, values, ranges)
             stmt = _loop(it, ext, stmt)
             if p == first_red and init is not None:
                 stmt = seq(self.init_nest(iters, p, init, guards, values, ranges, sunk), stmt)
+        if pad and guards.get(-1):
+            _drop_padding(guards, -1, reduce_vars, stmt, ranges)
         return _guard(guards.get(-1), stmt)
 
     def init_nest(self, iters, first_red, init, guards, values, ranges, sunk=()):
@@ -247,6 +256,13 @@ def _check_binds(stage) -> None:
 
 def substitute_stmt(s: Store, m: dict) -> Store:
     return Store(s.buffer, tuple(substitute(i, m) for i in s.indices), substitute(s.value, m))
+
+
+def _drop_padding(guards: dict, p: int, reduce_vars: set, stmt, ranges: dict) -> None:
+    """Remove from ``guards[p]`` the spatial bounds around ``stmt`` that need not hold there."""
+    spatial = [g for g in guards[p] if spatial_bound(g, reduce_vars)]
+    if spatial and harmless(stmt, ranges):
+        guards[p] = [g for g in guards[p] if not any(g is x for x in spatial)]
 
 
 def _guard(conds, stmt):
