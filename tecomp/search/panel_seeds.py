@@ -8,7 +8,8 @@ and either
 
 - *panel* (rows at the second tile level, a reduction step of 4): each row tile runs the whole
   reduction over a panel of the operand its lanes load, packed per panel (one per thread, in
-  its own cache: :mod:`.layout_rewrite`); or
+  its own cache: :mod:`.layout_rewrite`), and over the next panels of an L2-sized block before
+  the next row tile (where the panels do not all fit); or
 - *blocked* (rows at the third level, a reduction block of 64): all the row tiles run one block
   of the reduction before the next, so that a block of both operands stays in the caches
   (GotoBLAS's loop order), nothing packed inside the timed kernel.
@@ -50,6 +51,12 @@ _REDUCE_STEP = 4
 _BLOCKS = (64, 32, 16)
 #: at most this many seeds a task (the tuner measures them in its first rounds, half of each)
 MAX_SEEDS = 6
+#: the power of the padded vectors' share in a shape's score (see :func:`seed_shapes`)
+_VEC_PAD_POWER = 20
+#: the bytes of the lane operand's panels a panel seed's row tile sweeps before the next row
+#: tile: half of the smallest L2 of the hosts measured (512 KB), so the row tile's operand rows
+#: stay in L1 across the panels and the panels in L2
+_PANEL_BLOCK_BYTES = 256 * 1024
 
 
 def _coverage(extent: int, tile: int) -> float:
@@ -57,13 +64,18 @@ def _coverage(extent: int, tile: int) -> float:
 
 
 def seed_shapes(lanes: int, registers: int, rows_extent: int, vec_extent: int, n: int) -> list:
-    """The ``n`` best ``(rows, nvec)`` register shapes for these extents: FMAs per operand load,
-    ``rows * nvec / (rows + nvec)``, times the share of real points in the padded rows and
-    vectors, cubed (a 9x3 tile of 48 lanes over 1024 columns wastes 3% and ran 40% slower than
-    6x4 on a 1024^3 matmul)."""
+    """The ``n`` best ``(rows, nvec)`` register shapes for these extents, one-vector shapes only
+    where no wider one fits (a broadcast per FMA: on Zen 1 an 8x1 tile ran a 64-channel conv 20%
+    slower than 6x2 with its padded last vector). The score: FMAs per operand load,
+    ``rows * nvec / (rows + nvec)``, times the share of real points in the padded rows, cubed,
+    and in the padded vectors to the :data:`_VEC_PAD_POWER`: a 4x3 tile of 24 lanes over 512
+    columns (3% padding) ran a 512^3 matmul 3% slower than 6x2, and where the padded lanes
+    are masked rather than computed (:mod:`tecomp.lowering.pad_guards`) a 9x3 tile of 48 lanes
+    over 1024 columns ran 40% slower than 6x4 (AVX-512)."""
     shapes = register_shapes(lanes, registers, rows_extent, vec_extent)
-    score = {s: s[0] * s[1] / (s[0] + s[1])
-             * (_coverage(rows_extent, s[0]) * _coverage(vec_extent, s[1] * lanes)) ** 3
+    shapes = [s for s in shapes if s[1] > 1] or shapes
+    score = {s: s[0] * s[1] / (s[0] + s[1]) * _coverage(rows_extent, s[0]) ** 3
+             * _coverage(vec_extent, s[1] * lanes) ** _VEC_PAD_POWER
              for s in shapes}
     return sorted(shapes, key=lambda s: -score[s])[:n]
 
@@ -109,20 +121,35 @@ def _rows_hole(holes, vi: int, spatial: list) -> int | None:
     return max(others, key=lambda i: (holes[i].extent, spatial.index(i))) if others else None
 
 
+def _panel_block(n_panels: int, panel_bytes: int) -> int:
+    """Panels a panel seed's row tile sweeps: the most that fit :data:`_PANEL_BLOCK_BYTES` and
+    divide ``n_panels`` (no tail block), at least 1; 1 where all the panels fit (they stay in the
+    caches whatever the order)."""
+    if n_panels * panel_bytes <= _PANEL_BLOCK_BYTES:
+        return 1
+    most = max(1, min(n_panels, _PANEL_BLOCK_BYTES // max(1, panel_bytes)))
+    return max(d for d in range(1, most + 1) if n_panels % d == 0)
+
+
 def _skeleton(sketch, group, shape, lanes, blocked: bool) -> dict | None:
     """The tile lengths of one seed of one tiled stage: the register tile innermost, the vector
-    axis's other levels 1 (its outermost loop runs over panels), every other spatial axis
-    outermost but the rows, whose row tiles are the second level (a panel seed: each row
-    tile runs the whole reduction) or the third (a blocked seed: all the row tiles run one
-    block of the reduction before the next block), and the innermost reduction's step
-    (:func:`_reduce_step`)."""
+    axis's outermost loop over blocks of panels, every other spatial axis outermost but the
+    rows, whose row tiles are the second level (a panel seed: each row tile runs the whole
+    reduction over a block of panels, :func:`_panel_block`, then the next row tile) or the
+    third (a blocked seed: one panel at a time, all the row tiles run one block of the
+    reduction before the next block), and the innermost reduction's step
+    (:func:`_reduce_step`). On Zen 1 a 1024^3 matmul's panel program ran at 70 GFLOP/s with
+    one panel a row tile (A's rows read from L3 once per panel) and at 74 with four."""
     vi, spatial, reduce = group
     holes = sketch.holes
     ri = _rows_hole(holes, vi, spatial)
     if ri is None or holes[vi].extent < lanes:
         return None
     rows, nvec = shape
-    tiles = {vi: (1, 1, min(nvec * lanes, holes[vi].extent))}
+    width = min(nvec * lanes, holes[vi].extent)
+    block = 1 if blocked else _panel_block(
+        -(-holes[vi].extent // width), width * 4 * math.prod(holes[i].extent for i in reduce))
+    tiles = {vi: (block, 1, width)}
     for i in spatial:
         if i == ri:
             n = -(-holes[i].extent // rows)
