@@ -148,7 +148,8 @@ class _Lowering:
             guards.setdefault(p, []).append(g)
         first_red = next((n for n, it in enumerate(iters) if it.kind is IterKind.REDUCE), None)
         sunk = self.sink_thread_guards(sid, guards)
-        # a private tile computes its padding rather than masking it (pad_guards.py)
+        # a private tile computes its padded lanes rather than masking them (pad_guards.py);
+        # a guard on a scalar loop stays: its branch skips the padded rows' work
         pad = buf.scope is Scope.LOCAL and s.location is ComputeLocation.AT \
             and not op.is_ragged and not self.thread_vars
         reduce_vars = {it.var for it in iters if it.kind is IterKind.REDUCE} if pad else set()
@@ -162,16 +163,14 @@ class _Lowering:
             for pid in reversed(self.attached.get((sid, p), [])):
                 ps = self.state.stages[pid]
                 stmt = Allocate(self.buffers[id(ps.tensor)], seq(self.stage_nest(pid), stmt))
-            if pad and guards.get(p):
-                _drop_padding(guards, p, reduce_vars, stmt, ranges)
+            if pad and guards.get(p) and iters[p].annotation is Annotation.VECTORIZE:
+                _drop_padding(guards, p, reduce_vars, stmt, ranges)  # a lane guard: masks
             stmt = _guard(guards.get(p), stmt)
             it = iters[p]
             ext = self.convert(it.extent, values, ranges)
             stmt = _loop(it, ext, stmt)
             if p == first_red and init is not None:
                 stmt = seq(self.init_nest(iters, p, init, guards, values, ranges, sunk), stmt)
-        if pad and guards.get(-1):
-            _drop_padding(guards, -1, reduce_vars, stmt, ranges)
         return _guard(guards.get(-1), stmt)
 
     def init_nest(self, iters, first_red, init, guards, values, ranges, sunk=()):

@@ -8,7 +8,9 @@ ran at 62 GFLOP/s with its one tail panel masked and at 74 with the padding comp
 1008 columns, which 24 divides).
 
 When a stage computes into a private buffer (``local``, per thread, allocated at its attach
-point) and a guard only bounds its spatial axes (:func:`spatial_bound`), the points it skips are
+point) and a guard of its vectorized loop only bounds its spatial axes (:func:`spatial_bound`;
+a guard of a scalar loop is a branch that skips the padded points' work, and stays), the points
+it skips are
 padding: each stores to a slot of the tile that no valid point stores to, and that the consumer
 reads only for points its own guards skip. Computing them is harmless when nothing they read or
 write lies outside its buffer, so lowering drops such a guard when every load and store under it

@@ -8,7 +8,8 @@ from tecomp.lowering import lower
 from tecomp.workloads import builders as W
 
 
-def _register_tile(m, n, k, rows, lanes, pack: bool, ksplit: int | None = None):
+def _register_tile(m, n, k, rows, lanes, pack: bool, ksplit: int | None = None,
+                   pack_rows: bool = False):
     """``C = A.B`` with a ``rows x lanes`` tile of C accumulated in a local buffer over all of k,
     B packed in panels of ``lanes`` columns (or read in place), the tile loops outermost."""
     wl = W.matmul(m, n, k)
@@ -18,6 +19,8 @@ def _register_tile(m, n, k, rows, lanes, pack: bool, ksplit: int | None = None):
     CC = s.cache_write(C, "local")
     if pack:
         s.cache_read(B, "global", [CC], pack=(1, lanes))
+    if pack_rows:
+        s.cache_read(A, "global", [CC], pack=(0, rows))
     i, j = s[C].axes
     io, ii = s[C].split(i, factor=rows)
     jo, ji = s[C].split(j, factor=lanes)
@@ -73,4 +76,14 @@ def test_padded_rows_keep_the_guard_when_they_read_past_the_input():
     # whole (96 = 4 x 24), so the only guard is the rows'
     wl, s = _register_tile(45, 96, 37, 4, 24, pack=True)
     assert _local_guards(lower(s))
+    _check(wl, s)
+
+
+def test_a_scalar_loops_guard_stays_where_its_padding_could_be_computed():
+    # A packed in panels of 4 rows: the padded rows would read zeros inside A's copy, but their
+    # guard is a branch of the scalar row loop, which skips their work instead of masking lanes
+    wl, s = _register_tile(45, 96, 37, 4, 24, pack=True, pack_rows=True)
+    f = lower(s)
+    assert _local_guards(f)
+    assert "A.global" in str(f)
     _check(wl, s)
