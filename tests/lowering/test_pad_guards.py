@@ -87,3 +87,14 @@ def test_a_scalar_loops_guard_stays_where_its_padding_could_be_computed():
     assert _local_guards(f)
     assert "A.global" in str(f)
     _check(wl, s)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_register_tiles_compute_the_matmul_whether_or_not_their_guards_drop(seed):
+    rng = np.random.default_rng(seed)
+    m, n, k = (int(v) for v in rng.integers(5, 70, 3))
+    rows, lanes = int(rng.integers(1, 7)), int(rng.choice([4, 8, 16, 24]))
+    ksplit = int(rng.integers(2, k)) if rng.random() < 0.5 else None
+    wl, s = _register_tile(m, n, k, rows, lanes, pack=bool(rng.random() < 0.7), ksplit=ksplit,
+                           pack_rows=bool(rng.random() < 0.5))
+    _check(wl, s)
