@@ -152,7 +152,6 @@ class _Lowering:
         # a guard on a scalar loop stays: its branch skips the padded rows' work
         pad = buf.scope is Scope.LOCAL and s.location is ComputeLocation.AT \
             and not op.is_ragged and not self.thread_vars
-        reduce_vars = {it.var for it in iters if it.kind is IterKind.REDUCE} if pad else set()
         if first_red is None and init is not None:  # a reduction over an empty set of axes
             stmt = seq(init, stmt)
         stmt = _guard(sunk, stmt)
@@ -164,7 +163,7 @@ class _Lowering:
                 ps = self.state.stages[pid]
                 stmt = Allocate(self.buffers[id(ps.tensor)], seq(self.stage_nest(pid), stmt))
             if pad and guards.get(p) and iters[p].annotation is Annotation.VECTORIZE:
-                _drop_padding(guards, p, reduce_vars, stmt, ranges)  # a lane guard: masks
+                _drop_padding(guards, p, iters, stmt, ranges)  # a lane guard: it masks
             stmt = _guard(guards.get(p), stmt)
             it = iters[p]
             ext = self.convert(it.extent, values, ranges)
@@ -257,8 +256,9 @@ def substitute_stmt(s: Store, m: dict) -> Store:
     return Store(s.buffer, tuple(substitute(i, m) for i in s.indices), substitute(s.value, m))
 
 
-def _drop_padding(guards: dict, p: int, reduce_vars: set, stmt, ranges: dict) -> None:
+def _drop_padding(guards: dict, p: int, iters, stmt, ranges: dict) -> None:
     """Remove from ``guards[p]`` the spatial bounds around ``stmt`` that need not hold there."""
+    reduce_vars = {it.var for it in iters if it.kind is IterKind.REDUCE}
     spatial = [g for g in guards[p] if spatial_bound(g, reduce_vars)]
     if spatial and harmless(stmt, ranges):
         guards[p] = [g for g in guards[p] if not any(g is x for x in spatial)]

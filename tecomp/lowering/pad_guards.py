@@ -10,8 +10,7 @@ ran at 62 GFLOP/s with its one tail panel masked and at 74 with the padding comp
 When a stage computes into a private buffer (``local``, per thread, allocated at its attach
 point) and a guard of its vectorized loop only bounds its spatial axes (:func:`spatial_bound`;
 a guard of a scalar loop is a branch that skips the padded points' work, and stays), the points
-it skips are
-padding: each stores to a slot of the tile that no valid point stores to, and that the consumer
+it skips are padding: each stores to a slot of the tile that no valid point stores to, and that the consumer
 reads only for points its own guards skip. Computing them is harmless when nothing they read or
 write lies outside its buffer, so lowering drops such a guard when every load and store under it
 stays inside its buffer over the loops' whole ranges (:func:`harmless`; packed panels are
@@ -63,11 +62,7 @@ def _inside(buffer, indices, ranges: dict) -> bool:
     if len(indices) != len(buffer.shape):
         return False
     for i, n in zip(indices, buffer.shape):
-        if not isinstance(n, int):
-            n = getattr(n, "value", None)
-            if not isinstance(n, int):
-                return False
         r = interval(i, ranges)
-        if r is None or r[0] < 0 or r[1] > n - 1:
+        if not isinstance(n, int) or r is None or r[0] < 0 or r[1] >= n:
             return False
     return True

@@ -240,8 +240,8 @@ class Record:
         if not all(c is None or c > 0 for c in costs):  # 0, negative, NaN: not a measurement
             raise ValueError(f"'result.costs' must be positive seconds, got {costs[:4]}")
         try:
-            error = _ERROR_KINDS[res["error"]]
-        except (KeyError, TypeError):  # TypeError: not hashable (a list, an object)
+            error = ErrorKind(res["error"])
+        except ValueError:
             raise ValueError(f"unknown error kind {res['error']!r} (known: "
                              f"{', '.join(e.value for e in ErrorKind)})") from None
         if error is ErrorKind.NONE and not costs:
@@ -260,7 +260,6 @@ class Record:
             raise ValueError(f"bad field: {e}") from None
 
 
-_ERROR_KINDS = {e.value: e for e in ErrorKind}
 # a cost's types (json.loads gives exact ones, so a bool is not an int here); null is infinity
 _COST_TYPES = frozenset((int, float, type(None)))
 
